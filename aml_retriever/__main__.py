@@ -1,0 +1,5 @@
+import sys
+
+from aml_retriever.cli import main
+
+sys.exit(main())

@@ -1,0 +1,93 @@
+"""Assembles store, service and HTTP server, runs them, and stops them gracefully."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import signal
+import threading
+
+from aml_retriever.errors import StoreError
+from aml_retriever.server import AmlHTTPServer, Checkpointer, is_loopback
+from aml_retriever.service import MemoryService
+from aml_retriever.settings import Config
+from aml_retriever.store import Store
+
+log = logging.getLogger("aml_retriever.server")
+# Extra seconds the stop waits for requests in flight after closing idle connections.
+STOP_GRACE_S = 5.0
+
+
+class App:
+    """A running service: started by `start()`, stopped by `stop()` (idempotent)."""
+
+    def __init__(self, config: Config) -> None:
+        if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
+            raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
+                             "or pass --allow-unauthenticated to expose it anyway", "host")
+        _raise_file_limit()
+        self.config = config
+        self.store = Store(config.db_path, config.synchronous)
+        self.store.hold_shared()
+        self.service = MemoryService(self.store, config.provenance)
+        self.server = AmlHTTPServer(config, self.service, self.store.close_thread)
+        self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
+        self._serving: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = self.config.host
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def start(self) -> "App":
+        """Serve in a background thread (tests, embedding)."""
+        self.checkpointer.start()
+        self._serving = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
+                                         name="aml-acceptor", daemon=True)
+        self._serving.start()
+        log.info("serving on %s (store %s)", self.url, self.config.db_path)
+        return self
+
+    def run_forever(self) -> None:
+        """Serve in this thread until SIGTERM or SIGINT, then stop gracefully."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: threading.Thread(target=self.server.shutdown).start())
+        self.checkpointer.start()
+        log.info("serving on %s (store %s)", self.url, self.config.db_path)
+        self.server.serve_forever(poll_interval=0.2)
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop accepting, finish requests in flight, checkpoint, close every file."""
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            self._stopped.set()
+        if self._serving is not None:
+            self.server.shutdown()
+            self._serving.join()
+        self.server.server_close()
+        self.server.drain(self.config.socket_timeout + STOP_GRACE_S)
+        self.checkpointer.stop_event.set()
+        if self.checkpointer.is_alive():
+            self.checkpointer.join()
+        self.store.checkpoint_dirty()
+        self.store.close()
+        log.info("stopped")
+
+
+def _raise_file_limit() -> None:
+    """Each open user file costs three descriptors; lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY
+                                                        else 65536, hard))
+        except (ValueError, OSError):
+            pass

@@ -1,0 +1,92 @@
+"""The exception hierarchy of the service, and the one function that shapes every error body.
+
+Each error carries its HTTP status and a stable machine-readable code. Messages name the field
+and the rule that failed; they never quote the caller's content back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AmlError(Exception):
+    """Base of every error the service reports to a caller."""
+
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidField(AmlError):
+    status = 400
+    code = "invalid_field"
+
+
+class InvalidBody(AmlError):
+    status = 400
+    code = "invalid_body"
+
+
+class Unauthorized(AmlError):
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(AmlError):
+    status = 404
+    code = "not_found"
+
+
+class MethodNotAllowed(AmlError):
+    status = 405
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+class IdempotencyConflict(AmlError):
+    status = 409
+    code = "idempotency_conflict"
+
+
+class LengthRequired(AmlError):
+    status = 411
+    code = "length_required"
+
+
+class PayloadTooLarge(AmlError):
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(AmlError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class Overloaded(AmlError):
+    status = 503
+    code = "overloaded"
+
+
+class StoreError(AmlError):
+    """The database cannot be used as it is (wrong version, not a store, locked by a server)."""
+
+    status = 500
+    code = "store_unavailable"
+
+
+def error_body(error: AmlError) -> dict[str, Any]:
+    """The JSON shape of every error answer: {"error": {"code", "message", "field"}}."""
+    return {"error": {"code": error.code, "message": error.message, "field": error.field}}
+
+
+def internal_error_body() -> dict[str, Any]:
+    """What a caller sees of an unexpected failure: no detail, no trace, no content."""
+    return error_body(AmlError("internal error"))

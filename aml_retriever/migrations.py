@@ -1,0 +1,71 @@
+"""The schema, as numbered migrations.
+
+A store is a catalog file (the path the user names, e.g. `./aml.db`) plus one SQLite file per user
+in the directory beside it (`./aml.db.users/`). Each file records how many migrations it has had
+in `PRAGMA user_version` and what it is in its `meta` table; a file from a newer version, or one
+that is not ours, is refused on open rather than silently mixed.
+"""
+
+from __future__ import annotations
+
+from aml_retriever.tokenizer import FTS_TOKENIZE
+
+STORE_FORMAT = "aml_retriever-store"
+SHARD_FORMAT = "aml_retriever-user-shard"
+
+CATALOG_MIGRATIONS: tuple[str, ...] = (
+    # 1: what this store is and which index settings built it; nothing of any user lives here.
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+)
+
+SHARD_MIGRATIONS: tuple[str, ...] = (
+    # 1: the original messages, the idempotency records, the per-session cursor and the index.
+    f"""
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+    -- Every original message, byte for byte. The id is the arrival order and is never reused
+    -- (AUTOINCREMENT), so a result id stays unique for the life of the store.
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        timestamp_ms INTEGER NOT NULL,
+        timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
+        request_id TEXT NOT NULL,
+        position INTEGER NOT NULL             -- place within its Add
+    );
+    -- The conversation order of a session across Adds: (timestamp, arrival).
+    CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);
+    -- Finds the messages of one Add (crash checks, request-level inspection).
+    CREATE INDEX messages_by_request ON messages (request_id, position);
+
+    -- Idempotency: one row per accepted Add, written in the same transaction as its messages.
+    CREATE TABLE requests (
+        request_id TEXT PRIMARY KEY,
+        payload_hash TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        stored INTEGER NOT NULL,
+        timestamps_assigned INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    -- The per-session cursor: where each conversation stands, so derived views can continue a
+    -- session across Add boundaries without scanning it.
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        message_count INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL,
+        last_ms INTEGER NOT NULL,
+        last_message_id INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    -- The full-text index of messages (rowid = messages.id). Contentless: the text is stored
+    -- once, in messages; the index holds only the derived terms (see tokenizer.py).
+    CREATE VIRTUAL TABLE message_index USING fts5(
+        words, grams, content='', tokenize="{FTS_TOKENIZE}"
+    );
+    """,
+)

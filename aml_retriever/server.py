@@ -1,0 +1,355 @@
+"""The HTTP transport: parse, authenticate, call the service, format. No logic of its own.
+
+Built on http.server with a bounded worker pool: a fixed number of threads serve connections
+from a bounded queue, and a connection that finds the queue full gets a quick 503 with
+Retry-After, so overload never means unbounded threads or memory. HTTP/1.1 keep-alive, a socket
+timeout on every connection and a deadline on reading a body keep slow clients from holding a
+worker forever.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.server
+import ipaddress
+import json
+import logging
+import queue
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+from aml_retriever import __version__
+from aml_retriever.errors import (AmlError, InvalidField, LengthRequired, MethodNotAllowed, NotFound,
+                                  Overloaded, PayloadTooLarge, Unauthorized, UnsupportedMediaType,
+                                  error_body, internal_error_body)
+from aml_retriever.service import MemoryService
+from aml_retriever.settings import Config
+from aml_retriever.validation import parse_add, parse_json, parse_search, parse_user
+
+log = logging.getLogger("aml_retriever.access")
+errors_log = logging.getLogger("aml_retriever.server")
+
+# A body must arrive within this many socket timeouts in all, however it is trickled.
+BODY_DEADLINE_FACTOR = 3
+USERS_PREFIX = "/users/"
+
+
+@dataclass(frozen=True)
+class Route:
+    label: str  # what the access log shows: the template, never a user id
+    methods: tuple[str, ...]
+    authenticated: bool
+    handler: Callable[["Handler", dict[str, Any] | None, str | None], dict[str, Any]]
+
+
+def _add(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+    return h.server.service.add(parse_add(body or {}, h.server.config.max_messages))
+
+
+def _search(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+    return h.server.service.search(parse_search(body or {}))
+
+
+def _delete_user_post(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+    return h.server.service.delete_user(parse_user(body or {}))
+
+
+def _delete_user_path(h: "Handler", _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
+    return h.server.service.delete_user(parse_user({"user_id": user_id}))
+
+
+ROUTES = {
+    "/health": Route("/health", ("GET",), False, lambda h, b, u: h.server.service.health()),
+    "/stats": Route("/stats", ("GET",), True, lambda h, b, u: h.server.service.stats()),
+    "/add": Route("/add", ("POST",), True, _add),
+    "/search": Route("/search", ("POST",), True, _search),
+    "/delete_user": Route("/delete_user", ("POST",), True, _delete_user_post),
+}
+USER_ROUTE = Route("/users/{user_id}", ("DELETE",), True, _delete_user_path)
+
+
+def resolve(raw_path: str) -> tuple[Route, str | None]:
+    """The route of a request path, and the user id when the path carries one."""
+    path = urlsplit(raw_path).path
+    if path in ROUTES:
+        return ROUTES[path], None
+    if path.startswith(USERS_PREFIX) and "/" not in path[len(USERS_PREFIX):]:
+        try:
+            return USER_ROUTE, unquote(path[len(USERS_PREFIX):], errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidField("user_id in the path must be percent-encoded UTF-8", "user_id") from None
+    raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"aml_retriever/{__version__}"
+    sys_version = ""
+    server: "AmlHTTPServer"
+
+    def setup(self) -> None:
+        self.timeout = self.server.config.socket_timeout
+        super().setup()
+
+    def handle_one_request(self) -> None:
+        self.server.track(self.connection, busy=False)
+        try:
+            super().handle_one_request()
+        except (TimeoutError, ConnectionError):
+            self.close_connection = True
+
+    def parse_request(self) -> bool:
+        self.server.track(self.connection, busy=True)
+        return super().parse_request()
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch("OPTIONS")
+
+    def _dispatch(self, method: str) -> None:
+        started = time.perf_counter()
+        label = "-"
+        self._body_read = False
+        headers: dict[str, str] = {}
+        try:
+            route, user_id = resolve(self.path)
+            label = route.label
+            if method not in route.methods:
+                raise MethodNotAllowed(f"{label} accepts {', '.join(route.methods)}", route.methods)
+            if route.authenticated:
+                self._authenticate()
+            body = self._read_json() if method == "POST" else None
+            status, payload = 200, route.handler(self, body, user_id)
+        except AmlError as exc:
+            status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
+        except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into a 500
+            status, payload = 500, internal_error_body()
+            self._log_unexpected(exc)
+        self._send_json(status, payload, headers)
+        log.info("%s %s %d %.1fms", method, label, status, (time.perf_counter() - started) * 1000)
+
+    def _authenticate(self) -> None:
+        key = self.server.config.api_key
+        if not key:
+            return
+        offered = self.headers.get("X-Api-Key")
+        authorization = self.headers.get("Authorization", "")
+        scheme, _, credential = authorization.strip().partition(" ")
+        if offered is None and scheme.lower() in ("bearer", "token"):
+            offered = credential.strip()
+        if offered is None or not hmac.compare_digest(offered.encode("utf-8", "replace"),
+                                                      key.encode("utf-8")):
+            raise Unauthorized("missing or invalid API key")
+
+    def _read_json(self) -> dict[str, Any]:
+        if self.headers.get("Transfer-Encoding"):
+            raise LengthRequired("send the body with a Content-Length (chunked bodies are not accepted)")
+        length_header = self.headers.get_all("Content-Length") or []
+        if not length_header:
+            raise LengthRequired("Content-Length is required")
+        if len(length_header) > 1 or not length_header[0].strip().isdigit():
+            raise InvalidField("Content-Length must be one non-negative integer", "Content-Length")
+        length = int(length_header[0])
+        if length > self.server.config.max_body_bytes:
+            raise PayloadTooLarge(f"body must be at most {self.server.config.max_body_bytes} bytes",
+                                  "body")
+        content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != "application/json" and not content_type.endswith("+json"):
+            raise UnsupportedMediaType("Content-Type must be application/json", "Content-Type")
+        return parse_json(self._read_body(length))
+
+    def _read_body(self, length: int) -> bytes:
+        deadline = time.monotonic() + self.server.config.socket_timeout * BODY_DEADLINE_FACTOR
+        chunks, remaining = [], length
+        while remaining:
+            chunk = self.rfile.read1(min(remaining, 65536))
+            if not chunk or time.monotonic() > deadline:
+                self.close_connection = True
+                raise InvalidField("body ended before Content-Length bytes arrived", "body")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        self._body_read = True
+        return b"".join(chunks)
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        # An error before the body was read leaves unread bytes on the connection: close it.
+        if status >= 400 and not self._body_read and self.command == "POST":
+            self.close_connection = True
+        if self.server.stopping:
+            self.close_connection = True
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Errors http.server raises itself (bad request line, headers too large): same JSON
+        shape as ours, and never the offending text, which may carry content."""
+        self.close_connection = True
+        phrase = http.server.BaseHTTPRequestHandler.responses.get(code, ("error",))[0]
+        body = json.dumps({"error": {"code": phrase.lower().replace(" ", "_"),
+                                     "message": phrase, "field": None}}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200:
+            self.wfile.write(body)
+        log.info("- - %d 0.0ms", code)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """http.server's own log lines quote the request line; ours never do (see _dispatch)."""
+
+    def _log_unexpected(self, exc: Exception) -> None:
+        """Where it failed, without the exception's message (it could quote content)."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = " < ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in frames[-4:])
+        errors_log.error("unexpected %s at %s", type(exc).__name__, where)
+
+
+class AmlHTTPServer(http.server.HTTPServer):
+    """An HTTP server with a bounded pool of worker threads and a bounded queue."""
+
+    daemon_threads = True
+
+    def __init__(self, config: Config, service: MemoryService,
+                 on_worker_exit: Callable[[], None]) -> None:
+        self.config = config
+        self.service = service
+        self.stopping = False
+        self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+        self._jobs: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(config.queue_size)
+        self._connections: dict[socket.socket, bool] = {}
+        self._connections_lock = threading.Lock()
+        self._on_worker_exit = on_worker_exit
+        super().__init__((config.host, config.port), Handler)
+        self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
+                         for i in range(config.workers)]
+        for worker in self._workers:
+            worker.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            self._jobs.put_nowait((request, client_address))
+        except queue.Full:
+            self._reject(request)
+
+    def _reject(self, request: socket.socket) -> None:
+        body = json.dumps(error_body(Overloaded("the server is at capacity; retry after a second"))).encode()
+        head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
+        try:
+            request.settimeout(1.0)
+            request.sendall(head.encode() + body)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+        log.info("- - 503 0.0ms")
+
+    def _work(self) -> None:
+        try:
+            while (job := self._jobs.get()) is not None:
+                request, client_address = job
+                try:
+                    self.finish_request(request, client_address)
+                except Exception:  # noqa: BLE001 - a broken connection must not kill the worker
+                    pass
+                finally:
+                    self.track(request, busy=None)
+                    self.shutdown_request(request)
+        finally:
+            self._on_worker_exit()
+
+    def track(self, connection: socket.socket, busy: bool | None) -> None:
+        """Remember which connections are idle between requests, so a stop can close them."""
+        with self._connections_lock:
+            if busy is None:
+                self._connections.pop(connection, None)
+            else:
+                self._connections[connection] = busy
+
+    def drain(self, grace_s: float) -> None:
+        """Stop: finish requests in flight, close idle keep-alive connections, end the workers."""
+        self.stopping = True
+        with self._connections_lock:
+            idle = [c for c, busy in self._connections.items() if not busy]
+        for connection in idle:
+            try:
+                connection.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        for _ in self._workers:
+            self._jobs.put(None)
+        deadline = time.monotonic() + grace_s
+        for worker in self._workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        errors_log.warning("connection error")
+
+
+def _error_headers(exc: AmlError) -> dict[str, str]:
+    if isinstance(exc, MethodNotAllowed):
+        return {"Allow": ", ".join(exc.allowed)}
+    if isinstance(exc, Unauthorized):
+        return {"WWW-Authenticate": 'Bearer realm="aml_retriever"'}
+    if isinstance(exc, Overloaded):
+        return {"Retry-After": "1"}
+    return {}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Checkpointer(threading.Thread):
+    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds."""
+
+    def __init__(self, store: Any, interval: float) -> None:
+        super().__init__(name="aml-checkpointer", daemon=True)
+        self.store, self.interval = store, interval
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.store.checkpoint_dirty()
+            except Exception as exc:  # noqa: BLE001 - retried on the next tick
+                errors_log.warning("checkpoint failed: %s", type(exc).__name__)
+        self.store.close_thread()

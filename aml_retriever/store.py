@@ -1,0 +1,312 @@
+"""Where bytes live: the catalog, one SQLite file per user, connections and planned checkpoints.
+
+Why a file per user: FTS5's bm25() takes its statistics (IDF, average length) from the whole
+table, so a table shared by users lets one user's corpus move another's ranking, and a SQL filter
+on user after MATCH scores every user's matches (see docs/ARCHITECTURE.md). A user's own file
+makes every statistic that user's own, answers at the speed of an FTS5 query over that user alone,
+and makes "only that user's rows are ever read" true of the file system, not just of a WHERE.
+
+Threading: each connection is used by the one thread that opened it (a small per-thread LRU).
+Writes take `BEGIN IMMEDIATE` so the idempotency check and the insert are one serialised step.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from aml_retriever import __version__
+from aml_retriever.errors import StoreError
+from aml_retriever.migrations import CATALOG_MIGRATIONS, SHARD_FORMAT, SHARD_MIGRATIONS, STORE_FORMAT
+from aml_retriever.tokenizer import FTS_TOKENIZE
+
+log = logging.getLogger("aml_retriever.store")
+
+# Changes whenever what the index holds for the same text would change; a store built with other
+# index settings is refused on open instead of being searched with mismatched terms.
+INDEX_IDENTITY = hashlib.sha256(f"tokenizer-v1|{FTS_TOKENIZE}".encode()).hexdigest()[:16]
+# How long a writer waits for another writer of the same user before giving up.
+BUSY_TIMEOUT_MS = 15_000
+# Cap on the WAL file kept after a checkpoint, so one burst does not leave a huge file behind.
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+# Open user files kept per thread; bounds file descriptors (three per WAL connection).
+CONNECTIONS_PER_THREAD = 16
+
+
+def shard_name(user_id: str) -> str:
+    """A user's file name: a hash, so any user id (any script, any length) maps to a safe name."""
+    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:32]
+
+
+class Store:
+    """A catalog file plus a directory of per-user shard files."""
+
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.shard_dir = Path(str(self.path) + ".users")
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._all_connections: list[sqlite3.Connection] = []
+        self._registry_lock = threading.Lock()
+        self._dirty: set[Path] = set()
+        self._dirty_lock = threading.Lock()
+        self._lock_file: int | None = None
+        self._open_catalog()
+
+    # ---- catalog -------------------------------------------------------------------------
+
+    def _open_catalog(self) -> None:
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a store file", "db")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                self._migrate(conn, CATALOG_MIGRATIONS, STORE_FORMAT, "store")
+                self._check_index_identity(conn)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a usable aml_retriever store ({exc})", "db") from None
+        self.shard_dir.mkdir(exist_ok=True)
+
+    def _check_index_identity(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
+        if row and row[0] != INDEX_IDENTITY:
+            raise StoreError(f"{self.path} was indexed with other settings ({row[0]}, this version "
+                             f"uses {INDEX_IDENTITY}); use the version that wrote it", "db")
+
+    def _migrate(self, conn: sqlite3.Connection, migrations: tuple[str, ...], fmt: str,
+                 what: str) -> None:
+        """Bring a file to the latest schema, or refuse it if it is not ours or is newer."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            has_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+            if version == 0 and has_tables:
+                raise StoreError(f"{self.path} is a SQLite file but not an aml_retriever {what}", "db")
+            if version > len(migrations):
+                raise StoreError(f"{self.path} was written by a newer aml_retriever (schema "
+                                 f"{version}, this version knows {len(migrations)}); upgrade", "db")
+            if version > 0:
+                found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if not found or found[0] != fmt:
+                    raise StoreError(f"{self.path} is not an aml_retriever {what}", "db")
+            for number in range(version, len(migrations)):
+                for statement in _statements(migrations[number]):
+                    conn.execute(statement)
+            if version == 0:
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+                    ("format", fmt), ("index_identity", INDEX_IDENTITY),
+                    ("created_by", __version__), ("created_ms", str(int(time.time() * 1000)))])
+            conn.execute(f"PRAGMA user_version = {len(migrations)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # ---- server lock ---------------------------------------------------------------------
+
+    def hold_shared(self) -> None:
+        """Mark the store as in use by a server, so `purge` refuses to remove files under it."""
+        self._lock_file = os.open(self.path, os.O_RDONLY)
+        fcntl.flock(self._lock_file, fcntl.LOCK_SH)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StoreError("the store is in use by a running server; stop it first "
+                                 "(or delete users one by one with DELETE /users/{user_id})",
+                                 "db") from None
+            yield
+        finally:
+            os.close(fd)
+
+    # ---- user shards ---------------------------------------------------------------------
+
+    def shard_path(self, user_id: str) -> Path:
+        name = shard_name(user_id)
+        return self.shard_dir / name[:2] / f"{name}.db"
+
+    def connection(self, user_id: str, create: bool) -> sqlite3.Connection | None:
+        """This thread's connection to a user's file; None when the user has no file and
+        `create` is false (reads never create files)."""
+        path = self.shard_path(user_id)
+        cache: OrderedDict[Path, sqlite3.Connection] = self._thread_cache()
+        conn = cache.get(path)
+        if conn is not None:
+            cache.move_to_end(path)
+            return conn
+        if not create and not path.exists():
+            return None
+        conn = self._open_shard(path, create)
+        if conn is None:
+            return None
+        cache[path] = conn
+        while len(cache) > CONNECTIONS_PER_THREAD:
+            self._close(cache.popitem(last=False)[1])
+        return conn
+
+    def _thread_cache(self) -> OrderedDict[Path, sqlite3.Connection]:
+        cache = getattr(self._local, "cache", None)
+        if cache is None:
+            cache = self._local.cache = OrderedDict()
+        return cache
+
+    def _open_shard(self, path: Path, create: bool) -> sqlite3.Connection | None:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        try:
+            self._configure(conn)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < len(SHARD_MIGRATIONS) and (create or version > 0):
+                self._migrate(conn, SHARD_MIGRATIONS, SHARD_FORMAT, "user file")
+            elif version == 0:
+                conn.close()  # created by a concurrent first Add that has not committed yet
+                return None
+            elif version > len(SHARD_MIGRATIONS):
+                raise StoreError(f"{path} was written by a newer aml_retriever; upgrade", "db")
+        except BaseException:
+            conn.close()
+            raise
+        with self._registry_lock:
+            self._all_connections.append(conn)
+        return conn
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        # Deleted text is overwritten with zeros, so a deleted user does not linger in free pages.
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+
+    def _close(self, conn: sqlite3.Connection) -> None:
+        with self._registry_lock:
+            if conn in self._all_connections:
+                self._all_connections.remove(conn)
+        conn.close()
+
+    def shard_paths(self) -> list[Path]:
+        return sorted(self.shard_dir.glob("??/*.db"))
+
+    @contextmanager
+    def write(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken up front so concurrent writers of a user serialise.
+        The caller acknowledges only after this block returns: the commit is durable then."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        self.mark_dirty(conn)
+
+    @contextmanager
+    def read(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query inside sees the same committed snapshot."""
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    # ---- checkpoints ---------------------------------------------------------------------
+
+    def mark_dirty(self, conn: sqlite3.Connection) -> None:
+        path = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+        with self._dirty_lock:
+            self._dirty.add(path)
+
+    def checkpoint_dirty(self) -> int:
+        """Checkpoint and truncate the WAL of every file written since the last call. With
+        readers always active SQLite's automatic checkpoint never resets the WAL, so it would
+        grow without bound; this planned pass from one place keeps it small. Returns how many
+        files are still waiting (a reader held them)."""
+        with self._dirty_lock:
+            paths, self._dirty = self._dirty, set()
+        waiting: set[Path] = set()
+        for path in sorted(paths):
+            if not path.exists():
+                continue
+            conn = self._checkpoint_connection(path)
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                waiting.add(path)
+        with self._dirty_lock:
+            self._dirty |= waiting
+        return len(waiting)
+
+    def _checkpoint_connection(self, path: Path) -> sqlite3.Connection:
+        cache = self._thread_cache()
+        conn = cache.get(path)
+        if conn is None:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._configure(conn)
+            with self._registry_lock:
+                self._all_connections.append(conn)
+            cache[path] = conn
+            while len(cache) > CONNECTIONS_PER_THREAD:
+                self._close(cache.popitem(last=False)[1])
+        return conn
+
+    # ---- whole-store operations ----------------------------------------------------------
+
+    def purge(self) -> int:
+        """Remove every user file. Refused while a server holds the store. Returns files removed."""
+        with self.exclusive():
+            self.close()
+            removed = len(self.shard_paths())
+            shutil.rmtree(self.shard_dir, ignore_errors=False)
+            self.shard_dir.mkdir()
+            return removed
+
+    def close_thread(self) -> None:
+        """Close the calling thread's connections (a worker leaving)."""
+        cache = self._thread_cache()
+        while cache:
+            self._close(cache.popitem()[1])
+
+    def close(self) -> None:
+        """Close every connection of every thread; call only when no thread still uses them."""
+        with self._registry_lock:
+            conns, self._all_connections = self._all_connections, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+        if self._lock_file is not None:
+            os.close(self._lock_file)
+            self._lock_file = None
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements so it runs inside the caller's transaction
+    (executescript would commit it first)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return [s for s in statements if s]

@@ -1,0 +1,190 @@
+"""How text becomes index terms and how a query becomes a safe FTS5 expression.
+
+The original text is stored byte for byte elsewhere; this module only derives what the index sees.
+Two index columns:
+
+- `words`: space-delimited scripts (Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari, ...),
+  NFKC-normalised, case-folded, Latin and Greek diacritics folded (Zürich = zurich). FTS5's
+  unicode61 tokenizer splits it; combining marks count as letters so Devanagari words stay whole.
+- `grams`: scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) and
+  Korean, whose particles stick to nouns (서울에), as character unigrams plus bigrams, and symbols
+  such as emoji as unigrams. Bigrams make every two-character word findable (北京, 서울), which
+  FTS5's trigram tokenizer cannot do; unigrams keep single-character words findable.
+
+Every query term is double-quoted (inner quotes doubled) and scoped to its column, so no FTS5
+syntax in a query (NEAR, *, ^, -, AND/OR/NOT, column filters) is ever obeyed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+# The FTS5 tokenizer of the message index. Marks (M*) are token characters so that scripts whose
+# vowels are combining marks (Devanagari, Thai) are not cut inside words; symbols (So) are token
+# characters so emoji written to the grams column are indexed. Part of the index identity.
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 categories 'L* N* Co M* So'"
+
+# A query is cut to this many distinct terms per column: enough for any real question, and a
+# bound on the work one request can ask of FTS5.
+MAX_QUERY_TERMS = 64
+
+# Scripts written without spaces between words, plus Hangul (see the module docstring).
+_GRAM_RANGES = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
+    (0x3031, 0x3035),  # kana repeat marks
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x312F),  # Bopomofo
+    (0x3130, 0x318F),  # Hangul compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana phonetic extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo extended A
+    (0xAC00, 0xD7FF),  # Hangul syllables, Jamo extended B
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0x20000, 0x3FFFF),  # CJK extensions B and later
+)
+# Characters that only select a presentation and carry no meaning of their own.
+_IGNORABLE = {"\u200d", "\ufe0e", "\ufe0f"}
+
+
+@dataclass(frozen=True)
+class IndexText:
+    words: str
+    grams: str
+
+
+def is_gram_char(ch: str) -> bool:
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in _GRAM_RANGES)
+
+
+def _foldable_base(ch: str) -> bool:
+    """Latin and Greek letters lose their diacritics; other scripts keep their marks."""
+    code = ord(ch)
+    return code < 0x250 or 0x1E00 <= code <= 0x1EFF or 0x370 <= code <= 0x3FF or 0x1F00 <= code <= 0x1FFF
+
+
+def normalize(text: str) -> str:
+    """NFKC, case-folded, with Latin and Greek diacritics removed."""
+    out: list[str] = []
+    fold_marks = False
+    for ch in unicodedata.normalize("NFKD", text.casefold()):
+        if unicodedata.category(ch).startswith("M"):
+            if fold_marks:
+                continue
+        else:
+            fold_marks = _foldable_base(ch)
+        out.append(ch)
+    return unicodedata.normalize("NFKC", "".join(out))
+
+
+def _clusters(run: str) -> list[str]:
+    """Split a run of gram-script text into base characters with their combining marks."""
+    clusters: list[str] = []
+    for ch in run:
+        if clusters and unicodedata.category(ch).startswith("M"):
+            clusters[-1] += ch
+        else:
+            clusters.append(ch)
+    return clusters
+
+
+def _gram_runs(text: str) -> tuple[str, list[list[str]], list[str]]:
+    """Split normalised text into the words part, the runs of gram-script clusters, and symbols.
+    Whatever goes to the grams column leaves a space in the words part, so words never fuse."""
+    words: list[str] = []
+    runs: list[list[str]] = []
+    symbols: list[str] = []
+    run = ""
+    for ch in text:
+        if is_gram_char(ch) or (run and unicodedata.category(ch).startswith("M")):
+            run += ch
+            continue
+        if run:
+            runs.append(_clusters(run))
+            run = ""
+            words.append(" ")
+        if ch in _IGNORABLE:
+            continue
+        if unicodedata.category(ch) == "So":
+            symbols.append(ch)
+            words.append(" ")
+        else:
+            words.append(ch)
+    if run:
+        runs.append(_clusters(run))
+    return "".join(words), runs, symbols
+
+
+def _ngrams(clusters: list[str]) -> list[str]:
+    return clusters + [a + b for a, b in zip(clusters, clusters[1:])]
+
+
+def index_text(text: str) -> IndexText:
+    """What the FTS index stores for one text: its words and its character n-grams."""
+    words, runs, symbols = _gram_runs(normalize(text))
+    grams = [g for run in runs for g in _ngrams(run)] + symbols
+    return IndexText(words=" ".join(words.split()), grams=" ".join(grams))
+
+
+def word_terms(words: str) -> list[str]:
+    """Split the words part the way unicode61 does (letters, numbers, marks, private use)."""
+    terms: list[str] = []
+    current = ""
+    for ch in words:
+        cat = unicodedata.category(ch)
+        if cat[0] in "LNM" or cat == "Co":
+            current += ch
+        elif current:
+            terms.append(current)
+            current = ""
+    if current:
+        terms.append(current)
+    return terms
+
+
+def _unique(items: list[str], limit: int) -> list[str]:
+    return list(dict.fromkeys(items))[:limit]
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    words: list[str]
+    grams: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.grams)
+
+
+def query_terms(query: str) -> QueryTerms:
+    """The terms a query searches for. A gram run of two or more clusters is searched by its
+    bigrams only: they are what carries the meaning, and unigrams would match nearly everything."""
+    words, runs, symbols = _gram_runs(normalize(query))
+    grams: list[str] = []
+    for run in runs:
+        grams += run if len(run) == 1 else [a + b for a, b in zip(run, run[1:])]
+    return QueryTerms(words=_unique(word_terms(words), MAX_QUERY_TERMS),
+                      grams=_unique(grams + symbols, MAX_QUERY_TERMS))
+
+
+def quote(term: str) -> str:
+    """One FTS5 string: double-quoted, inner quotes doubled, so it is only ever a phrase."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: QueryTerms) -> str | None:
+    """An FTS5 MATCH expression OR-ing every term within its own column; None when there is
+    nothing to search for (FTS5 must never receive an empty expression)."""
+    parts = []
+    if terms.words:
+        parts.append("words : (" + " OR ".join(quote(t) for t in terms.words) + ")")
+    if terms.grams:
+        parts.append("grams : (" + " OR ".join(quote(t) for t in terms.grams) + ")")
+    return " OR ".join(parts) or None

@@ -1,0 +1,200 @@
+"""Request bodies in, typed requests out, or a 4xx that names the field and the rule.
+
+Nothing here echoes a caller's content: messages name the field and what it must be.
+Unknown top-level fields are ignored, so a platform that sends extra metadata still works.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aml_retriever.errors import InvalidBody, InvalidField, PayloadTooLarge
+
+ID_MAX_CHARS = 256
+TOP_K_DEFAULT, TOP_K_MAX = 10, 100
+OPTIONS_MAX = 32
+# The range a timestamp can take and still be rendered as an ISO 8601 date (years 1 to 9999).
+TIMESTAMP_MIN_MS = -62_135_596_800_000
+TIMESTAMP_MAX_MS = 253_402_300_799_999
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+    timestamp_ms: int | None  # None: the Add gave none; the receive time is used
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    request_id: str
+    user_id: str
+    session_id: str
+    messages: tuple[Message, ...]
+
+    def payload_hash(self) -> str:
+        """What makes two Adds with one request_id "the same": session and messages as sent."""
+        canonical = json.dumps([self.session_id, [[m.role, m.content, m.timestamp_ms]
+                                                  for m in self.messages]],
+                               ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    user_id: str
+    top_k: int
+    options: tuple[str, ...]
+    session_id: str | None
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """Decode a request body: strict UTF-8, plain JSON (no NaN), no duplicate keys, an object."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidBody("body must be UTF-8 encoded JSON", "body") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _DuplicateKey as exc:
+        raise InvalidBody(f"body has the key {exc.key!r} more than once", exc.key) from None
+    except (ValueError, RecursionError):
+        raise InvalidBody("body must be valid JSON", "body") from None
+    if not isinstance(data, dict):
+        raise InvalidBody("body must be a JSON object", "body")
+    return data
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key if _is_text(key) and len(key) <= 64 else "body"
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _is_text(value: str) -> bool:
+    """True when the string is valid Unicode (JSON allows lone surrogates; SQLite cannot)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _string(data: dict[str, Any], field: str, *, max_chars: int | None = None,
+            path: str | None = None, blank_ok: bool = True) -> str:
+    name = path or field
+    value = data.get(field)
+    if not isinstance(value, str) or value == "":
+        raise InvalidField(f"{name} must be a non-empty string", name)
+    if not blank_ok and not value.strip():
+        raise InvalidField(f"{name} must not be only whitespace", name)
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidField(f"{name} must be at most {max_chars} characters", name)
+    if not _is_text(value):
+        raise InvalidField(f"{name} must be valid Unicode text (no lone surrogates)", name)
+    return value
+
+
+def identifier(data: dict[str, Any], field: str) -> str:
+    """An opaque id: 1..256 characters, not only whitespace, kept byte for byte."""
+    return _string(data, field, max_chars=ID_MAX_CHARS, blank_ok=False)
+
+
+def parse_timestamp(value: Any, name: str) -> int | None:
+    """Milliseconds since the epoch from an integer, a float (truncated) or an ISO 8601 string."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidField(f"{name} must be milliseconds since the epoch or an ISO 8601 string", name)
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidField(f"{name} must be a finite number", name)
+        ms = int(value)
+    elif isinstance(value, str):
+        ms = _iso_to_ms(value, name)
+    else:
+        raise InvalidField(f"{name} must be milliseconds since the epoch or an ISO 8601 string", name)
+    if not TIMESTAMP_MIN_MS <= ms <= TIMESTAMP_MAX_MS:
+        raise InvalidField(f"{name} must fall between the years 1 and 9999", name)
+    return ms
+
+
+def _iso_to_ms(value: str, name: str) -> int:
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidField(f"{name} must be milliseconds since the epoch or an ISO 8601 string",
+                           name) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)  # a time without a zone is taken as UTC
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (parsed - epoch) // dt.timedelta(milliseconds=1)
+
+
+def parse_add(data: dict[str, Any], max_messages: int) -> AddRequest:
+    request_id = identifier(data, "request_id")
+    user_id = identifier(data, "user_id")
+    session_id = identifier(data, "session_id")
+    raw = data.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise InvalidField("messages must be a non-empty list of messages", "messages")
+    if len(raw) > max_messages:
+        raise PayloadTooLarge(f"messages must hold at most {max_messages} messages", "messages")
+    messages = tuple(_message(item, f"messages[{i}]") for i, item in enumerate(raw))
+    return AddRequest(request_id, user_id, session_id, messages)
+
+
+def _message(item: Any, path: str) -> Message:
+    if not isinstance(item, dict):
+        raise InvalidField(f"{path} must be an object with role and content", path)
+    role = _string(item, "role", max_chars=ID_MAX_CHARS, path=f"{path}.role")
+    content = _string(item, "content", path=f"{path}.content")
+    timestamp = parse_timestamp(item.get("timestamp"), f"{path}.timestamp")
+    return Message(role, content, timestamp)
+
+
+def parse_search(data: dict[str, Any]) -> SearchRequest:
+    query = _string(data, "query", blank_ok=False)
+    user_id = identifier(data, "user_id")
+    top_k = data.get("top_k", TOP_K_DEFAULT)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
+        raise InvalidField(f"top_k must be an integer from 1 to {TOP_K_MAX}", "top_k")
+    options = _options(data.get("options"))
+    filter_session = data.get("filter_session", False)
+    if not isinstance(filter_session, bool):
+        raise InvalidField("filter_session must be true or false", "filter_session")
+    session_id = identifier(data, "session_id") if data.get("session_id") is not None else None
+    if filter_session and session_id is None:
+        raise InvalidField("session_id is required when filter_session is true", "session_id")
+    return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None)
+
+
+def _options(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > OPTIONS_MAX:
+        raise InvalidField(f"options must be a list of at most {OPTIONS_MAX} strings", "options")
+    return tuple(_string({"o": item}, "o", path=f"options[{i}]") for i, item in enumerate(raw))
+
+
+def parse_user(data: dict[str, Any]) -> str:
+    return identifier(data, "user_id")

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, installs the
+# test-only tools (pytest, hypothesis) only when missing, then runs pytest. Arguments pass to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || {
+  echo "aml_retriever needs Python >= 3.11 (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
+"$PYTHON" -m aml_retriever check || { echo "this Python's SQLite lacks what aml_retriever needs" >&2; exit 1; }
+
+missing=()
+"$PYTHON" -c 'import pytest' 2>/dev/null || missing+=(pytest)
+"$PYTHON" -c 'import hypothesis' 2>/dev/null || missing+=(hypothesis)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing test tools: ${missing[*]}" >&2
+  "$PYTHON" -m pip install --quiet "${missing[@]}" 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --user "${missing[@]}" 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --break-system-packages "${missing[@]}"
+fi
+
+exec "$PYTHON" -m pytest "$@"

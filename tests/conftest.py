@@ -1,0 +1,124 @@
+"""Shared fixtures: a real server on an ephemeral loopback port over a temporary store, and a
+small keep-alive JSON client. No test touches ./aml.db or a real home directory."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pytest
+
+from aml_retriever.app import App
+from aml_retriever.settings import load
+
+
+def pytest_report_header() -> list[str]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        fts5 = "available"
+    except sqlite3.Error:
+        fts5 = "MISSING"
+    finally:
+        conn.close()
+    return [f"SQLite {sqlite3.sqlite_version}, FTS5 {fts5}"]
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+
+
+class Client:
+    """A keep-alive HTTP/1.1 client for one server."""
+
+    def __init__(self, port: int, api_key: str | None = None) -> None:
+        self.port = port
+        self.api_key = api_key
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+                raw: bytes | None = None) -> Response:
+        sent = dict(headers or {})
+        if self.api_key and "Authorization" not in sent and "X-Api-Key" not in sent:
+            sent["Authorization"] = f"Bearer {self.api_key}"
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            sent.setdefault("Content-Type", "application/json")
+        try:
+            self.conn.request(method, path, body=data, headers=sent)
+            response = self.conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            self.conn.request(method, path, body=data, headers=sent)
+            response = self.conn.getresponse()
+        payload = response.read()
+        if response.getheader("Connection", "").lower() == "close":
+            self.conn.close()
+        parsed = json.loads(payload) if payload else None
+        return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, parsed,
+                        payload)
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> Response:
+        return self.request("POST", path, body, **kwargs)
+
+    def add(self, user: str, request_id: str, contents: list[str], session: str = "s1",
+            start_ms: int = 1_700_000_000_000, role: str = "user") -> Response:
+        messages = [{"role": role, "content": c, "timestamp": start_ms + i * 1000}
+                    for i, c in enumerate(contents)]
+        return self.post("/add", {"request_id": request_id, "user_id": user, "session_id": session,
+                                  "messages": messages})
+
+    def search(self, user: str, query: str, top_k: int = 10, **extra: Any) -> Response:
+        return self.post("/search", {"user_id": user, "query": query, "top_k": top_k, **extra})
+
+    def contents(self, user: str, query: str, top_k: int = 10) -> list[str]:
+        response = self.search(user, query, top_k)
+        assert response.status == 200, response.body
+        return [item["content"] for item in response.body["data"]]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture
+def make_app(tmp_path: Any) -> Iterator[Any]:
+    """Start servers with settings overrides; every one is stopped after the test."""
+    apps: list[App] = []
+
+    def start(**overrides: Any) -> App:
+        values = {"db_path": str(tmp_path / "aml.db"), "port": 0, "host": "127.0.0.1",
+                  "socket_timeout": 5.0, "checkpoint_interval": 0.2, **overrides}
+        app = App(load(values, environ={})).start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        app.stop()
+
+
+@pytest.fixture
+def app(make_app: Any) -> App:
+    return make_app()
+
+
+@pytest.fixture
+def client(app: App) -> Iterator[Client]:
+    c = Client(app.port)
+    yield c
+    c.close()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_access_log(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="aml_retriever")
