@@ -31,6 +31,13 @@ class InvalidBody(AmlError):
     code = "invalid_body"
 
 
+class BadRequest(AmlError):
+    """The HTTP framing itself is malformed (request line, headers, Content-Length)."""
+
+    status = 400
+    code = "bad_request"
+
+
 class Unauthorized(AmlError):
     status = 401
     code = "unauthorized"
@@ -48,6 +55,11 @@ class MethodNotAllowed(AmlError):
     def __init__(self, message: str, allowed: tuple[str, ...]) -> None:
         super().__init__(message)
         self.allowed = allowed
+
+
+class RequestTimeout(AmlError):
+    status = 408
+    code = "request_timeout"
 
 
 class IdempotencyConflict(AmlError):

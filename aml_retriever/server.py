@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import queue
+import re
 import socket
 import threading
 import time
@@ -24,8 +25,8 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from aml_retriever import __version__
-from aml_retriever.errors import (AmlError, InvalidField, LengthRequired, MethodNotAllowed, NotFound,
-                                  Overloaded, PayloadTooLarge, Unauthorized, UnsupportedMediaType,
+from aml_retriever.errors import (AmlError, BadRequest, InvalidField, LengthRequired, MethodNotAllowed, NotFound,
+                                  Overloaded, PayloadTooLarge, RequestTimeout, Unauthorized, UnsupportedMediaType,
                                   error_body, internal_error_body)
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
@@ -43,7 +44,6 @@ USERS_PREFIX = "/users/"
 class Route:
     label: str  # what the access log shows: the template, never a user id
     methods: tuple[str, ...]
-    authenticated: bool
     handler: Callable[["Handler", dict[str, Any] | None, str | None], dict[str, Any]]
 
 
@@ -64,13 +64,15 @@ def _delete_user_path(h: "Handler", _: dict[str, Any] | None, user_id: str | Non
 
 
 ROUTES = {
-    "/health": Route("/health", ("GET",), False, lambda h, b, u: h.server.service.health()),
-    "/stats": Route("/stats", ("GET",), True, lambda h, b, u: h.server.service.stats()),
-    "/add": Route("/add", ("POST",), True, _add),
-    "/search": Route("/search", ("POST",), True, _search),
-    "/delete_user": Route("/delete_user", ("POST",), True, _delete_user_post),
+    "/health": Route("/health", ("GET",), lambda h, b, u: h.server.service.health()),
+    "/stats": Route("/stats", ("GET",), lambda h, b, u: h.server.service.stats()),
+    "/add": Route("/add", ("POST",), _add),
+    "/search": Route("/search", ("POST",), _search),
+    "/delete_user": Route("/delete_user", ("POST",), _delete_user_post),
 }
-USER_ROUTE = Route("/users/{user_id}", ("DELETE",), True, _delete_user_path)
+# The one path served without a key: load balancers and platforms probe it.
+OPEN_PATH = "/health"
+USER_ROUTE = Route("/users/{user_id}", ("DELETE",), _delete_user_path)
 
 
 def resolve(raw_path: str) -> tuple[Route, str | None]:
@@ -92,6 +94,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
     server: "AmlHTTPServer"
 
+    def version_string(self) -> str:
+        return self.server_version
+
     def setup(self) -> None:
         self.timeout = self.server.config.socket_timeout
         super().setup()
@@ -105,7 +110,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self.server.track(self.connection, busy=True)
-        return super().parse_request()
+        if not super().parse_request():
+            return False
+        if self.headers.defects:  # e.g. a header line without a colon
+            self.send_error(400)
+            return False
+        return True
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -134,12 +144,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._body_read = False
         headers: dict[str, str] = {}
         try:
+            # Authenticate first, so a caller without the key learns nothing, not even which
+            # paths exist; /health alone is open.
+            if urlsplit(self.path).path != OPEN_PATH:
+                self._authenticate()
             route, user_id = resolve(self.path)
             label = route.label
             if method not in route.methods:
                 raise MethodNotAllowed(f"{label} accepts {', '.join(route.methods)}", route.methods)
-            if route.authenticated:
-                self._authenticate()
             body = self._read_json() if method == "POST" else None
             status, payload = 200, route.handler(self, body, user_id)
         except AmlError as exc:
@@ -159,7 +171,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         scheme, _, credential = authorization.strip().partition(" ")
         if offered is None and scheme.lower() in ("bearer", "token"):
             offered = credential.strip()
-        if offered is None or not hmac.compare_digest(offered.encode("utf-8", "replace"),
+        # http.server decodes header bytes as Latin-1; encoding back gives the bytes as sent,
+        # so a key with non-ASCII characters, sent as UTF-8, compares equal.
+        if offered is None or not hmac.compare_digest(offered.encode("latin-1", "replace"),
                                                       key.encode("utf-8")):
             raise Unauthorized("missing or invalid API key")
 
@@ -170,7 +184,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not length_header:
             raise LengthRequired("Content-Length is required")
         if len(length_header) > 1 or not length_header[0].strip().isdigit():
-            raise InvalidField("Content-Length must be one non-negative integer", "Content-Length")
+            raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
         length = int(length_header[0])
         if length > self.server.config.max_body_bytes:
             raise PayloadTooLarge(f"body must be at most {self.server.config.max_body_bytes} bytes",
@@ -184,10 +198,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         deadline = time.monotonic() + self.server.config.socket_timeout * BODY_DEADLINE_FACTOR
         chunks, remaining = [], length
         while remaining:
-            chunk = self.rfile.read1(min(remaining, 65536))
+            try:
+                chunk = self.rfile.read1(min(remaining, 65536))
+            except TimeoutError:
+                chunk = b""
             if not chunk or time.monotonic() > deadline:
                 self.close_connection = True
-                raise InvalidField("body ended before Content-Length bytes arrived", "body")
+                raise RequestTimeout("the body did not arrive in time; send Content-Length bytes",
+                                     "body")
             chunks.append(chunk)
             remaining -= len(chunk)
         self._body_read = True
@@ -216,8 +234,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """Errors http.server raises itself (bad request line, headers too large): same JSON
         shape as ours, and never the offending text, which may carry content."""
         self.close_connection = True
+        self.request_version = "HTTP/1.1"  # a line too broken to parse still gets a status line
         phrase = http.server.BaseHTTPRequestHandler.responses.get(code, ("error",))[0]
-        body = json.dumps({"error": {"code": phrase.lower().replace(" ", "_"),
+        body = json.dumps({"error": {"code": re.sub(r"[^a-z]+", "_", phrase.lower()),
                                      "message": phrase, "field": None}}).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -242,6 +261,9 @@ class AmlHTTPServer(http.server.HTTPServer):
     """An HTTP server with a bounded pool of worker threads and a bounded queue."""
 
     daemon_threads = True
+    # The listen backlog: bursts of new connections wait in the kernel rather than being reset;
+    # admission control is the bounded queue below, not this.
+    request_queue_size = 1024
 
     def __init__(self, config: Config, service: MemoryService,
                  on_worker_exit: Callable[[], None]) -> None:

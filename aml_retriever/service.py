@@ -21,11 +21,8 @@ CANDIDATE_FACTOR = 3
 
 def iso_utc(ms: int) -> str:
     """ISO 8601 in UTC with a Z; milliseconds only when there are any."""
-    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if ms % 1000:
-        text += f".{ms % 1000:03d}"
-    return text + "Z"
+    moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+    return moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds") + "Z"
 
 
 class MemoryService:

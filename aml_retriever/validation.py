@@ -57,7 +57,7 @@ class SearchRequest:
 def parse_json(body: bytes) -> dict[str, Any]:
     """Decode a request body: strict UTF-8, plain JSON (no NaN), no duplicate keys, an object."""
     try:
-        text = body.decode("utf-8")
+        text = body.decode("utf-8-sig")  # a leading byte-order mark is tolerated
     except UnicodeDecodeError:
         raise InvalidBody("body must be UTF-8 encoded JSON", "body") from None
     try:
@@ -175,11 +175,11 @@ def _message(item: Any, path: str) -> Message:
 def parse_search(data: dict[str, Any]) -> SearchRequest:
     query = _string(data, "query", blank_ok=False)
     user_id = identifier(data, "user_id")
-    top_k = data.get("top_k", TOP_K_DEFAULT)
+    top_k = TOP_K_DEFAULT if data.get("top_k") is None else data["top_k"]
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= TOP_K_MAX:
         raise InvalidField(f"top_k must be an integer from 1 to {TOP_K_MAX}", "top_k")
     options = _options(data.get("options"))
-    filter_session = data.get("filter_session", False)
+    filter_session = False if data.get("filter_session") is None else data["filter_session"]
     if not isinstance(filter_session, bool):
         raise InvalidField("filter_session must be true or false", "filter_session")
     session_id = identifier(data, "session_id") if data.get("session_id") is not None else None

@@ -1,0 +1,147 @@
+"""Deleting a user removes every trace in one transaction; purge empties the store; the CLI
+reports through exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aml_retriever.cli import main
+from conftest import Client
+
+MARKER = "zqxmarker7781"
+CJK_MARKER = "独特标记"
+
+
+def store_bytes(root: Path) -> bytes:
+    """Every byte of the store on disk: catalog, user files, their WAL and shared memory."""
+    files = [root] + sorted(Path(str(root) + ".users").rglob("*"))
+    return b"".join(p.read_bytes() for p in files if p.is_file())
+
+
+def fill(client: Client, user: str, marker: str, cjk: str = CJK_MARKER) -> None:
+    for i in range(30):
+        assert client.add(user, f"req-{marker}-{i}", [f"{marker} message {i} {cjk}" * 3,
+                                                      f"filler about gardening {i}"],
+                          session=f"session-{marker}").status == 200
+
+
+@pytest.mark.parametrize("how", ["DELETE", "POST"])
+def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
+    fill(client, "victim", MARKER)
+    fill(client, "bystander", "keepmarker42", "留下的")
+    assert MARKER.encode() in store_bytes(app.store.path)  # control: the markers are on disk
+    assert CJK_MARKER.encode() in store_bytes(app.store.path)
+    response = (client.request("DELETE", "/users/victim") if how == "DELETE"
+                else client.post("/delete_user", {"user_id": "victim"}))
+    assert response.status == 200
+    assert response.body == {"success": True, "user_id": "victim",
+                             "deleted": {"messages": 60, "requests": 30, "sessions": 1}}
+    assert client.contents("victim", MARKER) == []
+    assert client.contents("victim", CJK_MARKER) == []
+    conn = app.store.connection("victim", create=False)
+    for table in ("messages", "requests", "sessions", "message_index"):
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+    on_disk = store_bytes(app.store.path)
+    assert MARKER.encode() not in on_disk
+    assert CJK_MARKER.encode() not in on_disk
+    assert "keepmarker42".encode() in on_disk  # the other user is untouched
+    assert len(client.contents("bystander", "keepmarker42", top_k=100)) == 30
+
+
+def test_retried_add_after_deletion_stores_again(client):
+    assert client.add("alice", "r1", ["orchid note"]).status == 200
+    client.request("DELETE", "/users/alice")
+    again = client.add("alice", "r1", ["orchid note"])
+    assert again.status == 200 and again.body["replayed"] is False
+    assert client.contents("alice", "orchid") == ["orchid note"]
+
+
+def test_deleting_an_unknown_user_answers_zero_counts(client):
+    response = client.request("DELETE", "/users/nobody")
+    assert response.status == 200
+    assert response.body["deleted"] == {"messages": 0, "requests": 0, "sessions": 0}
+
+
+def test_percent_encoded_user_id_in_the_path(client):
+    client.add("team/a b", "r1", ["slash user quokka"])
+    client.add("team", "r1", ["plain user quokka"])
+    assert client.request("DELETE", "/users/team%2Fa%20b").body["deleted"]["messages"] == 1
+    assert client.contents("team/a b", "quokka") == []
+    assert client.contents("team", "quokka") == ["plain user quokka"]
+
+
+def test_stats_counts_without_content(client):
+    client.add("alice", "r1", [f"{MARKER} one", "two"])
+    client.add("bob", "r1", ["three"], session="s9")
+    response = client.request("GET", "/stats")
+    assert response.status == 200
+    assert {k: response.body[k] for k in ("users", "messages", "sessions", "requests")} == \
+        {"users": 2, "messages": 3, "sessions": 2, "requests": 2}
+    assert MARKER not in response.raw.decode() and "alice" not in response.raw.decode()
+
+
+def test_cli_delete_user_works_beside_a_running_server(app, client, capsys):
+    fill(client, "victim", MARKER)
+    assert main(["delete-user", "--db", str(app.store.path), "--user", "victim"]) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"]["messages"] == 60
+    assert client.contents("victim", MARKER) == []
+    assert client.add("victim", "new", ["fresh start"]).status == 200  # the server still writes
+
+
+def test_cli_purge_needs_yes_and_refuses_while_a_server_runs(app, client, capsys):
+    client.add("alice", "r1", ["purge target"])
+    assert main(["purge", "--db", str(app.store.path)]) == 2
+    assert main(["purge", "--db", str(app.store.path), "--yes"]) == 1
+    assert "in use by a running server" in capsys.readouterr().err
+    assert client.contents("alice", "purge") == ["purge target"]
+
+
+def test_cli_purge_empties_the_store(tmp_path, capsys):
+    db = tmp_path / "aml.db"
+    from aml_retriever.service import MemoryService
+    from aml_retriever.store import Store
+    from aml_retriever.validation import AddRequest, Message
+
+    store = Store(db)
+    MemoryService(store).add(AddRequest("r1", "alice", "s1", (Message("user", MARKER, 1),)))
+    store.close()
+    assert main(["stats", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 1
+    assert main(["purge", "--db", str(db), "--yes"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"success": True, "user_files_removed": 1}
+    assert MARKER.encode() not in store_bytes(db)
+    assert main(["stats", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 0
+
+
+def test_cli_check_passes_here(capsys):
+    assert main(["check"]) == 0
+    assert "FTS5" in capsys.readouterr().out
+
+
+def test_cli_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["delete-user"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-command"])
+    assert exc.value.code == 2
+
+
+def test_cli_help_everywhere(capsys):
+    for argv in (["--help"], ["serve", "--help"], ["delete-user", "--help"], ["purge", "--help"],
+                 ["stats", "--help"], ["check", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+        assert "usage:" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_file_that_is_not_a_store(tmp_path, capsys):
+    bogus = tmp_path / "notes.db"
+    bogus.write_bytes(b"this is not sqlite at all" * 100)
+    assert main(["stats", "--db", str(bogus)]) == 1
+    assert "not a usable aml_retriever store" in capsys.readouterr().err
