@@ -149,7 +149,7 @@ class MemoryService:
                     removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                     conn.execute(f"DELETE FROM {table}")
                 conn.execute("INSERT INTO message_index (message_index) VALUES ('delete-all')")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.store.try_checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
 
     def stats(self) -> dict[str, Any]:

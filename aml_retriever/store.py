@@ -244,17 +244,20 @@ class Store:
         files are still waiting (a reader held them)."""
         with self._dirty_lock:
             paths, self._dirty = self._dirty, set()
-        waiting: set[Path] = set()
-        for path in sorted(paths):
-            if not path.exists():
-                continue
-            conn = self._checkpoint_connection(path)
+        return sum(1 for path in sorted(paths)
+                   if path.exists() and not self.try_checkpoint(self._checkpoint_connection(path)))
+
+    def try_checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """Copy the WAL into the file and truncate it, without waiting: a reader or writer in the
+        way makes this return False (the planned pass retries) instead of blocking a thread."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if busy:
-                waiting.add(path)
-        with self._dirty_lock:
-            self._dirty |= waiting
-        return len(waiting)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if busy:
+            self.mark_dirty(conn)
+        return not busy
 
     def _checkpoint_connection(self, path: Path) -> sqlite3.Connection:
         cache = self._thread_cache()

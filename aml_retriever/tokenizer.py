@@ -113,11 +113,13 @@ def _gram_runs(text: str) -> tuple[str, list[list[str]], list[str]]:
             words.append(" ")
         if ch in _IGNORABLE:
             continue
-        if unicodedata.category(ch) == "So":
+        category = unicodedata.category(ch)
+        if category == "So":
             symbols.append(ch)
-            words.append(" ")
-        else:
-            words.append(ch)
+        # Only letters, numbers, marks and private use reach the words column; everything else
+        # becomes a space here, so FTS5 (whose Unicode tables may be older than Python's) never
+        # has to decide whether a rare symbol is part of a word.
+        words.append(ch if category[0] in "LNM" or category == "Co" else " ")
     if run:
         runs.append(_clusters(run))
     return "".join(words), runs, symbols
@@ -128,26 +130,10 @@ def _ngrams(clusters: list[str]) -> list[str]:
 
 
 def index_text(text: str) -> IndexText:
-    """What the FTS index stores for one text: its words and its character n-grams."""
+    """What the FTS index stores for one text: its words (space-separated) and its n-grams."""
     words, runs, symbols = _gram_runs(normalize(text))
     grams = [g for run in runs for g in _ngrams(run)] + symbols
     return IndexText(words=" ".join(words.split()), grams=" ".join(grams))
-
-
-def word_terms(words: str) -> list[str]:
-    """Split the words part the way unicode61 does (letters, numbers, marks, private use)."""
-    terms: list[str] = []
-    current = ""
-    for ch in words:
-        cat = unicodedata.category(ch)
-        if cat[0] in "LNM" or cat == "Co":
-            current += ch
-        elif current:
-            terms.append(current)
-            current = ""
-    if current:
-        terms.append(current)
-    return terms
 
 
 def _unique(items: list[str], limit: int) -> list[str]:
@@ -170,7 +156,7 @@ def query_terms(query: str) -> QueryTerms:
     grams: list[str] = []
     for run in runs:
         grams += run if len(run) == 1 else [a + b for a, b in zip(run, run[1:])]
-    return QueryTerms(words=_unique(word_terms(words), MAX_QUERY_TERMS),
+    return QueryTerms(words=_unique(words.split(), MAX_QUERY_TERMS),
                       grams=_unique(grams + symbols, MAX_QUERY_TERMS))
 
 

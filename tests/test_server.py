@@ -1,0 +1,144 @@
+"""The transport: keep-alive, bounded concurrency with a quick 503, graceful stop on SIGTERM,
+and logs that never carry content."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "logsecret9931"
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(client):
+    client.add("alice", "r0", ["keepalive kestrel"])
+    sock_before = client.conn.sock
+    for i in range(20):
+        assert client.search("alice", "kestrel").status == 200
+    assert client.conn.sock is sock_before
+
+
+def test_a_full_queue_gets_a_quick_503_with_retry_after(make_app):
+    app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
+    holders = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # one holder occupies the worker, the other fills the queue
+        started = time.monotonic()
+        response = Client(app.port).request("GET", "/health")
+        assert time.monotonic() - started < 1.0
+        assert response.status == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.body["error"]["code"] == "overloaded"
+    finally:
+        for s in holders:
+            s.close()
+    time.sleep(0.3)
+    assert Client(app.port).request("GET", "/health").status == 200  # control: capacity returns
+
+
+def test_access_log_never_holds_content_queries_or_user_ids(client, caplog):
+    user = f"user-{SECRET}"
+    client.add(user, f"req-{SECRET}", [f"content {SECRET}"], session=f"session-{SECRET}")
+    client.search(user, f"query {SECRET}")
+    client.post("/add", {"request_id": "r", "user_id": user, "session_id": "s",
+                         "messages": [{"role": "user", "content": ""}]})
+    client.request("DELETE", f"/users/{user}")
+    client.request("POST", f"/nowhere/{SECRET}")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "POST /add 200" in logged and "DELETE /users/{user_id} 200" in logged  # control
+    assert SECRET not in logged
+
+
+def test_unexpected_failure_is_a_bare_500_and_logs_no_content(app, client, caplog):
+    def explode(request):
+        raise ValueError(f"boom {request.query}")
+
+    app.service.search = explode
+    response = client.search("alice", f"query {SECRET}")
+    assert response.status == 500
+    assert response.body == {"error": {"code": "internal_error", "message": "internal error",
+                                       "field": None}}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "unexpected ValueError" in logged and SECRET not in logged
+
+
+def _start_server(db: Path, *extra: str) -> tuple[subprocess.Popen, int]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aml_retriever", "serve", "--port", "0", "--db", str(db), *extra],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "serving on" in line:
+            return process, int(line.rsplit(":", 1)[1].split()[0])
+    raise AssertionError("server did not start")
+
+
+def test_sigterm_finishes_requests_in_flight_and_exits_cleanly(tmp_path):
+    process, port = _start_server(tmp_path / "aml.db")
+    try:
+        results: list[int] = []
+
+        def add(i: int) -> None:
+            results.append(Client(port).add("alice", f"r{i}", [f"graceful gecko {i}"] * 20).status)
+
+        threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        idle = http.client.HTTPConnection("127.0.0.1", port)  # an idle keep-alive connection
+        idle.request("GET", "/health")
+        idle.getresponse().read()
+        for t in threads:
+            t.join()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert results == [200] * 8
+    stderr = process.stderr.read() if process.stderr else ""
+    assert "stopped" in stderr
+    shards = list((tmp_path / "aml.db.users").rglob("*.db"))
+    assert len(shards) == 1
+    wal = Path(str(shards[0]) + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed on the way out
+    process2, port2 = _start_server(tmp_path / "aml.db")
+    try:
+        data = Client(port2).search("alice", "gecko", top_k=100).body["data"]
+        assert len(data) == 8  # 8 Adds, each 20 copies of one content: 8 distinct contents
+    finally:
+        process2.send_signal(signal.SIGINT)
+        assert process2.wait(timeout=15) == 0
+
+
+def test_serve_refuses_a_public_bind_without_a_key(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "aml_retriever", "serve", "--host", "0.0.0.0",
+                             "--port", "0", "--db", str(tmp_path / "aml.db")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "without an API key" in result.stderr
+
+
+def test_env_settings_are_read(tmp_path):
+    env = {**os.environ, "AML_DB_PATH": str(tmp_path / "env.db"), "AML_API_KEY": "envkey"}
+    process = subprocess.Popen([sys.executable, "-m", "aml_retriever", "serve", "--port", "0"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        port = next(int(line.rsplit(":", 1)[1].split()[0].rstrip(")"))
+                    for line in process.stderr if "serving on" in line)
+        assert Client(port).request("GET", "/stats").status == 401
+        assert json.loads(json.dumps(Client(port, "envkey").request("GET", "/stats").body))["users"] == 0
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+    assert (tmp_path / "env.db").exists()

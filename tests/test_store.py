@@ -1,0 +1,128 @@
+"""The store refuses what it did not write, migrates what it did, and keeps its WALs small."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from aml_retriever.errors import StoreError
+from aml_retriever.migrations import SHARD_MIGRATIONS
+from aml_retriever.service import MemoryService
+from aml_retriever.store import Store
+from aml_retriever.validation import AddRequest, Message
+
+
+def add(service: MemoryService, user: str, request_id: str, *contents: str) -> None:
+    service.add(AddRequest(request_id, user, "s1",
+                           tuple(Message("user", c, 1_700_000_000_000) for c in contents)))
+
+
+def test_a_new_store_records_its_format_and_index_identity(tmp_path):
+    Store(tmp_path / "aml.db").close()
+    conn = sqlite3.connect(tmp_path / "aml.db")
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["format"] == "aml_retriever-store" and len(meta["index_identity"]) == 16
+    assert conn.execute("PRAGMA user_version").fetchone()[0] >= 1
+
+
+def test_reopening_a_store_keeps_its_data(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    add(MemoryService(store), "alice", "r1", "persistent puffin")
+    store.close()
+    again = Store(tmp_path / "aml.db")
+    from aml_retriever.validation import SearchRequest
+
+    found = MemoryService(again).search(SearchRequest("puffin", "alice", 5, (), None))["data"]
+    assert [r["content"] for r in found] == ["persistent puffin"]
+
+
+def test_a_store_from_a_newer_version_is_refused(tmp_path):
+    Store(tmp_path / "aml.db").close()
+    conn = sqlite3.connect(tmp_path / "aml.db")
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer aml_retriever"):
+        Store(tmp_path / "aml.db")
+
+
+def test_a_store_indexed_with_other_settings_is_refused(tmp_path):
+    Store(tmp_path / "aml.db").close()
+    conn = sqlite3.connect(tmp_path / "aml.db")
+    conn.execute("UPDATE meta SET value = 'other' WHERE key = 'index_identity'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="indexed with other settings"):
+        Store(tmp_path / "aml.db")
+
+
+def test_another_sqlite_database_is_refused_and_left_untouched(tmp_path):
+    conn = sqlite3.connect(tmp_path / "app.db")
+    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not an aml_retriever store"):
+        Store(tmp_path / "app.db")
+    tables = sqlite3.connect(tmp_path / "app.db").execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("invoices",)]
+
+
+def test_a_user_file_from_a_newer_version_is_refused(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    add(MemoryService(store), "alice", "r1", "x")
+    path = store.shard_path("alice")
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {len(SHARD_MIGRATIONS) + 1}")
+    conn.commit()
+    conn.close()
+    store = Store(tmp_path / "aml.db")
+    with pytest.raises(StoreError, match="newer"):
+        store.connection("alice", create=False)
+    assert store.connection("bob", create=True) is not None  # control: other users still work
+
+
+def test_user_files_are_wal_with_secure_delete_and_full_sync(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    conn = store.connection("alice", create=True)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_planned_checkpoint_truncates_the_wal_of_written_files(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    service = MemoryService(store)
+    for i in range(50):
+        add(service, "alice", f"r{i}", *[f"message {i} {j} with some words" for j in range(20)])
+    wal = store.shard_path("alice").with_name(store.shard_path("alice").name + "-wal")
+    assert wal.stat().st_size > 0  # control: writes went to the WAL
+    assert store.checkpoint_dirty() == 0
+    assert wal.stat().st_size == 0
+
+
+def test_checkpoint_waits_for_a_reader_then_succeeds(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    service = MemoryService(store)
+    add(service, "alice", "r0", "first")
+    store.checkpoint_dirty()
+    reader = sqlite3.connect(store.shard_path("alice"), isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM messages").fetchone()
+    add(service, "alice", "r1", "second")
+    assert store.checkpoint_dirty() == 1  # the reader holds the WAL
+    reader.execute("COMMIT")
+    reader.close()
+    assert store.checkpoint_dirty() == 0
+
+
+def test_each_thread_uses_its_own_connection(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    store.connection("alice", create=True)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(store.connection("alice", create=False)))
+    t.start()
+    t.join()
+    assert seen[0] is not None and seen[0] is not store.connection("alice", create=False)
