@@ -45,7 +45,7 @@ class App:
         host = self.config.host
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
-    def start(self) -> "App":
+    def start(self) -> App:
         """Serve in a background thread (tests, embedding)."""
         self.checkpointer.start()
         self._serving = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},

@@ -8,7 +8,8 @@ import json
 import logging
 import sqlite3
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from aml_retriever import __version__
 from aml_retriever.errors import AmlError

@@ -20,14 +20,27 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from aml_retriever import __version__
-from aml_retriever.errors import (AmlError, BadRequest, InvalidField, LengthRequired, MethodNotAllowed, NotFound,
-                                  Overloaded, PayloadTooLarge, RequestTimeout, Unauthorized, UnsupportedMediaType,
-                                  error_body, internal_error_body)
+from aml_retriever.errors import (
+    AmlError,
+    BadRequest,
+    InvalidField,
+    LengthRequired,
+    MethodNotAllowed,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unauthorized,
+    UnsupportedMediaType,
+    error_body,
+    internal_error_body,
+)
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
 from aml_retriever.validation import parse_add, parse_json, parse_search, parse_user
@@ -44,22 +57,22 @@ USERS_PREFIX = "/users/"
 class Route:
     label: str  # what the access log shows: the template, never a user id
     methods: tuple[str, ...]
-    handler: Callable[["Handler", dict[str, Any] | None, str | None], dict[str, Any]]
+    handler: Callable[[Handler, dict[str, Any] | None, str | None], dict[str, Any]]
 
 
-def _add(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+def _add(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
     return h.server.service.add(parse_add(body or {}, h.server.config.max_messages))
 
 
-def _search(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+def _search(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
     return h.server.service.search(parse_search(body or {}))
 
 
-def _delete_user_post(h: "Handler", body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
+def _delete_user_post(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
     return h.server.service.delete_user(parse_user(body or {}))
 
 
-def _delete_user_path(h: "Handler", _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
+def _delete_user_path(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
     return h.server.service.delete_user(parse_user({"user_id": user_id}))
 
 
@@ -92,7 +105,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"aml_retriever/{__version__}"
     sys_version = ""
-    server: "AmlHTTPServer"
+    server: AmlHTTPServer
 
     def version_string(self) -> str:
         return self.server_version
@@ -156,7 +169,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status, payload = 200, route.handler(self, body, user_id)
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
-        except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into a 500
+        except Exception as exc:  # the one place that turns surprises into a 500
             status, payload = 500, internal_error_body()
             self._log_unexpected(exc)
         self._send_json(status, payload, headers)
@@ -305,7 +318,7 @@ class AmlHTTPServer(http.server.HTTPServer):
                 request, client_address = job
                 try:
                     self.finish_request(request, client_address)
-                except Exception:  # noqa: BLE001 - a broken connection must not kill the worker
+                except Exception:  # a broken connection must not kill the worker
                     pass
                 finally:
                     self.track(request, busy=None)
@@ -372,6 +385,6 @@ class Checkpointer(threading.Thread):
         while not self.stop_event.wait(self.interval):
             try:
                 self.store.checkpoint_dirty()
-            except Exception as exc:  # noqa: BLE001 - retried on the next tick
+            except Exception as exc:  # retried on the next tick
                 errors_log.warning("checkpoint failed: %s", type(exc).__name__)
         self.store.close_thread()

@@ -21,9 +21,9 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from aml_retriever import __version__
 from aml_retriever.errors import StoreError

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from itertools import pairwise
 
 # The FTS5 tokenizer of the message index. Marks (M*) are token characters so that scripts whose
 # vowels are combining marks (Devanagari, Thai) are not cut inside words; symbols (So) are token
@@ -126,7 +127,7 @@ def _gram_runs(text: str) -> tuple[str, list[list[str]], list[str]]:
 
 
 def _ngrams(clusters: list[str]) -> list[str]:
-    return clusters + [a + b for a, b in zip(clusters, clusters[1:])]
+    return clusters + [a + b for a, b in pairwise(clusters)]
 
 
 def index_text(text: str) -> IndexText:
@@ -155,7 +156,7 @@ def query_terms(query: str) -> QueryTerms:
     words, runs, symbols = _gram_runs(normalize(query))
     grams: list[str] = []
     for run in runs:
-        grams += run if len(run) == 1 else [a + b for a, b in zip(run, run[1:])]
+        grams += run if len(run) == 1 else [a + b for a, b in pairwise(run)]
     return QueryTerms(words=_unique(words.split(), MAX_QUERY_TERMS),
                       grams=_unique(grams + symbols, MAX_QUERY_TERMS))
 

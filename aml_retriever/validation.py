@@ -145,8 +145,8 @@ def _iso_to_ms(value: str, name: str) -> int:
         raise InvalidField(f"{name} must be milliseconds since the epoch or an ISO 8601 string",
                            name) from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)  # a time without a zone is taken as UTC
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)  # a time without a zone is taken as UTC
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (parsed - epoch) // dt.timedelta(milliseconds=1)
 
 

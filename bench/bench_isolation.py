@@ -53,10 +53,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # Run as a plain script from a checkout (python3 bench/bench_isolation.py): the package is not
 # necessarily installed, so make the repository root importable.
@@ -64,11 +65,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from aml_retriever import __version__  # noqa: E402
-from aml_retriever.service import MemoryService  # noqa: E402
-from aml_retriever.store import Store  # noqa: E402
-from aml_retriever.tokenizer import match_expression, query_terms  # noqa: E402
-from aml_retriever.validation import AddRequest, Message, SearchRequest  # noqa: E402
+from aml_retriever import __version__
+from aml_retriever.service import MemoryService
+from aml_retriever.store import Store
+from aml_retriever.tokenizer import match_expression, query_terms
+from aml_retriever.validation import AddRequest, Message, SearchRequest
 
 # Bump when generation or build changes, so a kept workdir from an older version is not reused.
 BENCH_FORMAT = "bench_isolation-v1"
@@ -83,25 +84,27 @@ FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message
 # ---- synthetic text ----------------------------------------------------------------------
 
 COMMON_WORDS = """
-the be to of and a in that have i it for not on with he as you do at this but his by from they we
-say her she or an will my one all would there their what so up out if about who get which go me
-when make can like time no just him know take people into year your good some could them see
-other than then now look only come its over think also back after use two how our work first well
-way even new want because any these give day most us is was are were been has had did said made
-going got need meeting tomorrow today yesterday week month plan call email send project idea
-remember please thanks sure maybe really think pretty great problem question answer
+    the be to of and a in that have i it for not on with he as you do at this but his by from
+    they we say her she or an will my one all would there their what so up out if about who get
+    which go me when make can like time no just him know take people into year your good some
+    could them see other than then now look only come its over think also back after use two how
+    our work first well way even new want because any these give day most us is was are were
+    been has had did said made going got need meeting tomorrow today yesterday week month plan
+    call email send project idea remember please thanks sure maybe really think pretty great
+    problem question answer
 """.split()
 
 NAMES = """
-Alice Bruno Chiara Dmitri Elena Farid Greta Hiro Ingrid Jonas Kavya Lars Mei Nadia Oscar Priya
-Quentin Rosa Sven Tariq Uma Viktor Wen Xavier Yara Zoltan Amara Bjorn Carmen Diego Esther Felix
-Gita Hamza Irene Jamal Keiko Luca Marta Nikos Olga Pablo Rania Stefan Tomas Ulla Vera Wanda Yusuf
-Berlin Lisbon Nairobi Osaka Quito Tallinn Zurich Monday Friday
+    Alice Bruno Chiara Dmitri Elena Farid Greta Hiro Ingrid Jonas Kavya Lars Mei Nadia Oscar
+    Priya Quentin Rosa Sven Tariq Uma Viktor Wen Xavier Yara Zoltan Amara Bjorn Carmen Diego
+    Esther Felix Gita Hamza Irene Jamal Keiko Luca Marta Nikos Olga Pablo Rania Stefan Tomas
+    Ulla Vera Wanda Yusuf Berlin Lisbon Nairobi Osaka Quito Tallinn Zurich Monday Friday
 """.split()
 
-ONSETS = ("b br ch d dr f fl g gl gr h j k kl kr l m n p pl pr qu r s sh sk sl st t th tr v w "
-          "z zh").split()
-VOWELS = "a e i o u ai ea ie oa ou y".split()
+ONSETS = """
+    b br ch d dr f fl g gl gr h j k kl kr l m n p pl pr qu r s sh sk sl st t th tr v w z zh
+""".split()
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ie", "oa", "ou", "y"]
 CODAS = ["", "", "", "n", "r", "s", "l", "k", "nd", "st", "x", "m", "rt"]
 
 
@@ -118,7 +121,7 @@ def _made_up_word(rng: random.Random) -> str:
                    for _ in range(rng.choice((2, 2, 3))))
 
 
-@lru_cache(maxsize=None)
+@cache
 def vocabulary(seed: int, size: int = 3000) -> Vocabulary:
     """The shared vocabulary. Weights follow Zipf (1/rank) so a few words are everywhere and most
     are rare, as in real text; common English words take the top ranks."""
@@ -230,7 +233,7 @@ class BuildPlan:
         """Everyone in the crowded store; the target sits mid-way, written among the others."""
         users = self.other_users()
         middle = len(users) // 2
-        return users[:middle] + [(TARGET_USER, self.user_messages)] + users[middle:]
+        return [*users[:middle], (TARGET_USER, self.user_messages), *users[middle:]]
 
 
 def _log(text: str) -> None:
@@ -319,7 +322,7 @@ class Subject:
     raw: sqlite3.Connection
 
     @classmethod
-    def open(cls, name: str, path: Path) -> "Subject":
+    def open(cls, name: str, path: Path) -> Subject:
         store = Store(path, synchronous="NORMAL")
         shard = store.shard_path(TARGET_USER)
         raw = sqlite3.connect(f"{shard.as_uri()}?mode=ro", uri=True, isolation_level=None)
@@ -402,7 +405,7 @@ def measure_warm(alone: Subject, crowded: Subject, queries: Sequence[str], top_k
         for i in range(len(queries)):
             shift = (i + round_no) % len(paths)
             for samples, call in paths[shift:] + paths[:shift]:
-                samples.ns.append(_timed(lambda: call(i)))
+                samples.ns.append(_timed(lambda call=call, i=i: call(i)))
     return {s.label: s for s, _ in paths}
 
 
@@ -418,14 +421,14 @@ def measure_reopen(alone: Subject, crowded: Subject, queries: Sequence[str], top
             order = subjects if (i + round_no) % 2 == 0 else subjects[::-1]
             for samples, subject in order:
                 subject.store.close_thread()
-                samples.ns.append(_timed(lambda: subject.search(query, top_k)))
+                samples.ns.append(_timed(lambda s=subject, q=query: s.search(q, top_k)))
     return {s.label: s for s, _ in subjects}
 
 
 def paired_ratio(crowded: Samples, alone: Samples) -> float:
     """Median over queries of (crowded time / alone time) for the same query and round: a paired
     statistic, less sensitive to noise than a ratio of two separate percentiles."""
-    return statistics.median(c / a for c, a in zip(crowded.ns, alone.ns) if a > 0)
+    return statistics.median(c / a for c, a in zip(crowded.ns, alone.ns, strict=True) if a > 0)
 
 
 # ---- reporting ---------------------------------------------------------------------------

@@ -7,8 +7,9 @@ import http.client
 import json
 import logging
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -140,8 +140,9 @@ def test_session_cursor_spans_adds_in_timestamp_then_arrival_order(app, client):
 
 
 def test_year_one_and_year_9999_render_with_four_digits(client):
-    body = add_body(messages=[{"role": "user", "content": "ancient tortoise", "timestamp": "0001-01-01T00:00:00Z"},
-                              {"role": "user", "content": "future tortoise", "timestamp": 253_402_300_799_999}])
+    body = add_body(messages=[
+        {"role": "user", "content": "ancient tortoise", "timestamp": "0001-01-01T00:00:00Z"},
+        {"role": "user", "content": "future tortoise", "timestamp": 253_402_300_799_999}])
     assert client.post("/add", body).status == 200
     times = {i["content"]: i["created_at"] for i in client.search("alice", "tortoise").body["data"]}
     assert times == {"ancient tortoise": "0001-01-01T00:00:00Z",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import Client
 
 from aml_retriever.app import App
 from aml_retriever.errors import StoreError
 from aml_retriever.settings import load
-from conftest import Client
 
 KEY = "k3y-with-ünïcode-✓"
 ADD = {"request_id": "r1", "user_id": "alice", "session_id": "s1",

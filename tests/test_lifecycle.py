@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import Client
 
 from aml_retriever.cli import main
-from conftest import Client
 
 MARKER = "zqxmarker7781"
 CJK_MARKER = "独特标记"
@@ -17,7 +17,7 @@ CJK_MARKER = "独特标记"
 
 def store_bytes(root: Path) -> bytes:
     """Every byte of the store on disk: catalog, user files, their WAL and shared memory."""
-    files = [root] + sorted(Path(str(root) + ".users").rglob("*"))
+    files = [root, *sorted(Path(str(root) + ".users").rglob("*"))]
     return b"".join(p.read_bytes() for p in files if p.is_file())
 
 
@@ -47,7 +47,7 @@ def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
     on_disk = store_bytes(app.store.path)
     assert MARKER.encode() not in on_disk
     assert CJK_MARKER.encode() not in on_disk
-    assert "keepmarker42".encode() in on_disk  # the other user is untouched
+    assert b"keepmarker42" in on_disk  # the other user is untouched
     assert len(client.contents("bystander", "keepmarker42", top_k=100)) == 30
 
 

@@ -23,7 +23,7 @@ SECRET = "logsecret9931"
 def test_keep_alive_serves_many_requests_on_one_connection(client):
     client.add("alice", "r0", ["keepalive kestrel"])
     sock_before = client.conn.sock
-    for i in range(20):
+    for _i in range(20):
         assert client.search("alice", "kestrel").status == 200
     assert client.conn.sock is sock_before
 

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.tokenizer import (FTS_TOKENIZE, MAX_QUERY_TERMS, index_text, match_expression,
-                                     normalize, query_terms, quote)
+from aml_retriever.tokenizer import (
+    FTS_TOKENIZE,
+    MAX_QUERY_TERMS,
+    index_text,
+    match_expression,
+    normalize,
+    query_terms,
+    quote,
+)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -66,7 +73,8 @@ def _index(*texts: str) -> sqlite3.Connection:
     conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(words, grams, content='', tokenize=\"{FTS_TOKENIZE}\")")
     for rowid, text in enumerate(texts, 1):
         terms = index_text(text)
-        conn.execute("INSERT INTO t (rowid, words, grams) VALUES (?, ?, ?)", (rowid, terms.words, terms.grams))
+        conn.execute("INSERT INTO t (rowid, words, grams) VALUES (?, ?, ?)",
+                     (rowid, terms.words, terms.grams))
     return conn
 
 
