@@ -10,6 +10,7 @@ from typing import Any
 from aml_retriever import __version__
 from aml_retriever.candidates import bm25_candidates
 from aml_retriever.errors import IdempotencyConflict
+from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
@@ -26,9 +27,20 @@ def iso_utc(ms: int) -> str:
 
 
 class MemoryService:
-    def __init__(self, store: Store, provenance: bool = True) -> None:
+    def __init__(self, store: Store, provenance: bool = True,
+                 retrieval: RetrievalConfig | None = None) -> None:
         self.store = store
         self.provenance = provenance
+        self.retrieval = retrieval or RetrievalConfig()
+
+    @classmethod
+    def open(cls, path: str, retrieval: RetrievalConfig | None = None, provenance: bool = True,
+             synchronous: str = "FULL") -> MemoryService:
+        """A service over the store at `path` (created if absent): the in-process entry point."""
+        return cls(Store(path, synchronous), provenance, retrieval)
+
+    def close(self) -> None:
+        self.store.close()
 
     # ---- Add -----------------------------------------------------------------------------
 

@@ -1,0 +1,92 @@
+"""Every ranking signal and retrieval setting, in one table.
+
+A signal's weight of 0 switches it off; the ablation runner, the config toggles and the error text
+for an unknown name are all built from `SIGNALS`, so they cannot drift apart. Settings that change
+what the index holds (`INDEX_SETTINGS`) are part of the stored index identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str
+    weight: float
+    help: str
+
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal("lexical", 1.0, "BM25 of each message over the user's own index (stemmed words, n-grams)"),
+    Signal("window", 1.0, "BM25 of sliding windows of consecutive messages of one session"),
+    Signal("segment", 1.0, "BM25 of the session segment a message belongs to, mixed into its score"),
+    Signal("coverage", 0.5, "share of the query's exact (unstemmed) words a result contains"),
+    Signal("entity", 0.5, "named entities (capitalised names, quoted titles) shared with the query"),
+    Signal("number", 0.3, "numbers and units shared with the query"),
+    Signal("date", 0.5, "dates: when-questions favour dated messages; named months/years match"),
+    Signal("speaker", 0.5, "turns of a speaker the question names"),
+    Signal("adjacency", 0.2, "the turn right after a strong hit (answers follow questions)"),
+    Signal("recency", 0.0, "newer messages first (off by default; on for current-state questions)"),
+    Signal("supersession", 0.5, "current-state questions: a newer update outranks what it replaced"),
+    Signal("options", 0.3, "answer choices of a multiple-choice question, below the question's own"),
+)
+SIGNAL_NAMES = tuple(s.name for s in SIGNALS)
+DEFAULT_WEIGHTS = {s.name: s.weight for s in SIGNALS}
+# Settings that change the rows the index holds; a store remembers them and refuses others.
+INDEX_SETTINGS = ("window_sizes", "segment_gap_minutes", "segment_max_messages")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    # Reciprocal-rank fusion constant: 60 is the value of the original RRF paper and of most
+    # hybrid retrievers; it keeps the top few ranks of each list from dominating.
+    rrf_k: float = 60.0
+    # How many candidates each list contributes before fusion.
+    candidate_depth: int = 200
+    # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations).
+    window_sizes: tuple[int, ...] = (3,)
+    # A session segment ends at a silence this long or at this many messages.
+    segment_gap_minutes: float = 30.0
+    segment_max_messages: int = 24
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.weights) - set(SIGNAL_NAMES))
+        if unknown:
+            raise ValueError(f"unknown signal {unknown[0]!r}; known: {', '.join(SIGNAL_NAMES)}")
+        missing = {n: 0.0 for n in SIGNAL_NAMES if n not in self.weights}
+        if missing:
+            object.__setattr__(self, "weights", {**self.weights, **missing})
+
+    def weight(self, name: str) -> float:
+        return self.weights[name]
+
+    def without(self, name: str) -> RetrievalConfig:
+        """The same configuration with one signal switched off (for ablations)."""
+        if name not in SIGNAL_NAMES:
+            raise ValueError(f"unknown signal {name!r}; known: {', '.join(SIGNAL_NAMES)}")
+        return replace(self, weights={**self.weights, name: 0.0})
+
+    def with_values(self, **values: Any) -> RetrievalConfig:
+        """A copy with numeric settings or weights (`weight_<signal>=...`) changed (for scans)."""
+        weights = dict(self.weights)
+        plain = {}
+        for key, value in values.items():
+            if key.startswith("weight_"):
+                weights[key.removeprefix("weight_")] = float(value)
+            else:
+                plain[key] = value
+        return replace(self, weights=weights, **plain)
+
+    @classmethod
+    def lexical_only(cls) -> RetrievalConfig:
+        return cls(weights={n: (1.0 if n == "lexical" else 0.0) for n in SIGNAL_NAMES})
+
+    def index_identity(self) -> str:
+        """A short hash of the settings that shape the index (see INDEX_SETTINGS)."""
+        shape = {name: getattr(self, name) for name in INDEX_SETTINGS}
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:8]
