@@ -1,40 +1,35 @@
-"""Candidate messages from the user's full-text index, ranked by FTS5's BM25.
+"""Candidate lists from the user's full-text indexes, each ranked by FTS5's BM25.
 
-The index lives in the user's own file, so BM25's statistics (IDF, average length) are the
+The indexes live in the user's own file, so BM25's statistics (IDF, average length) are the
 user's own: no other user's corpus can move a score.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
-
-from aml_retriever.tokenizer import match_expression, query_terms
 
 # Column weights for bm25(): a word match and a two-character n-gram match count alike, so a
 # query mixing scripts is not biased towards either column.
 WORDS_WEIGHT = 1.0
 GRAMS_WEIGHT = 1.0
+# The FTS5 tables a candidate list can come from (fixed names: never built from input).
+INDEXES = ("message_index", "window_index", "segment_index")
 
 
-@dataclass(frozen=True)
-class Candidate:
-    message_id: int
-    score: float  # higher is better (FTS5's bm25() negated)
-
-
-def bm25_candidates(conn: sqlite3.Connection, query: str, limit: int,
-                    session_id: str | None = None) -> list[Candidate]:
-    """The best `limit` messages for the query, best first, ties broken by message id."""
-    expression = match_expression(query_terms(query))
-    if expression is None:
+def ranked(conn: sqlite3.Connection, index: str, expression: str | None, limit: int,
+           session_id: str | None = None) -> list[tuple[int, float]]:
+    """The best `limit` rows of one index as (rowid, score), best first; score is the negated
+    bm25() so higher is better; ties broken by rowid."""
+    if expression is None or limit <= 0:
         return []
-    sql = ("SELECT rowid, bm25(message_index, ?, ?) AS rank_score FROM message_index "
-           "WHERE message_index MATCH ?")
+    assert index in INDEXES
+    sql = (f"SELECT rowid, bm25({index}, ?, ?) AS rank_score FROM {index} "
+           f"WHERE {index} MATCH ?")
     params: list[object] = [WORDS_WEIGHT, GRAMS_WEIGHT, expression]
     if session_id is not None:
-        sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
+        owner = "messages" if index == "message_index" else "views"
+        sql += f" AND rowid IN (SELECT id FROM {owner} WHERE session_id = ?)"
         params.append(session_id)
     sql += " ORDER BY rank_score, rowid LIMIT ?"
     params.append(limit)
-    return [Candidate(rowid, -score) for rowid, score in conn.execute(sql, params)]
+    return [(rowid, -score) for rowid, score in conn.execute(sql, params)]

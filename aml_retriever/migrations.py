@@ -21,7 +21,8 @@ CATALOG_MIGRATIONS: tuple[str, ...] = (
 )
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
-    # 1: the original messages, the idempotency records, the per-session cursor and the index.
+    # 1: the original messages with their features, the idempotency records, the per-session
+    # cursor, the derived views, and the full-text indexes.
     f"""
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
@@ -35,12 +36,19 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         timestamp_ms INTEGER NOT NULL,
         timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
         request_id TEXT NOT NULL,
-        position INTEGER NOT NULL             -- place within its Add
+        position INTEGER NOT NULL,            -- place within its Add
+        speaker TEXT NOT NULL,                -- normalised speaker name, '' when unknown
+        segment_id INTEGER,                   -- the session segment (views.id) it belongs to
+        features TEXT NOT NULL                -- JSON of features.Features, extracted at Add time
     );
     -- The conversation order of a session across Adds: (timestamp, arrival).
     CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);
     -- Finds the messages of one Add (crash checks, request-level inspection).
     CREATE INDEX messages_by_request ON messages (request_id, position);
+    -- Rebuilds a segment's index row from its members when the segment grows.
+    CREATE INDEX messages_by_segment ON messages (segment_id, timestamp_ms, id);
+    -- The speakers a question may name ("What did Caroline say ...").
+    CREATE INDEX messages_by_speaker ON messages (speaker);
 
     -- Idempotency: one row per accepted Add, written in the same transaction as its messages.
     CREATE TABLE requests (
@@ -59,12 +67,33 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         message_count INTEGER NOT NULL,
         first_ms INTEGER NOT NULL,
         last_ms INTEGER NOT NULL,
-        last_message_id INTEGER NOT NULL
+        last_message_id INTEGER NOT NULL,
+        open_segment_id INTEGER               -- the segment the next message may join
     ) WITHOUT ROWID;
+
+    -- Derived views over consecutive messages of one session, linked to their sources:
+    -- 'window' (a sliding window of a fixed size) and 'segment' (a run of the session split at a
+    -- silence or a size cap). Rebuilt from messages by `reindex`.
+    CREATE TABLE views (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        message_ids TEXT NOT NULL,            -- JSON list of messages.id in conversation order
+        start_ms INTEGER NOT NULL,
+        end_ms INTEGER NOT NULL
+    );
 
     -- The full-text index of messages (rowid = messages.id). Contentless: the text is stored
     -- once, in messages; the index holds only the derived terms (see tokenizer.py).
     CREATE VIRTUAL TABLE message_index USING fts5(
+        words, grams, content='', tokenize="{FTS_TOKENIZE}"
+    );
+    -- The same for windows and segments (rowid = views.id), one table each so that each kind
+    -- has its own BM25 statistics and no kind filter runs after MATCH.
+    CREATE VIRTUAL TABLE window_index USING fts5(
+        words, grams, content='', tokenize="{FTS_TOKENIZE}"
+    );
+    CREATE VIRTUAL TABLE segment_index USING fts5(
         words, grams, content='', tokenize="{FTS_TOKENIZE}"
     );
     """,

@@ -8,17 +8,15 @@ import time
 from typing import Any
 
 from aml_retriever import __version__
-from aml_retriever.candidates import bm25_candidates
+from aml_retriever.candidates import INDEXES
 from aml_retriever.errors import IdempotencyConflict
+from aml_retriever.features import extract
+from aml_retriever.query import plan
+from aml_retriever.retrieval import Result, Retrieval
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
-from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
-
-# How many more candidates than top_k to fetch, so that dropping results with duplicate content
-# still leaves top_k; fetched again with a larger window in the rare case it does not.
-CANDIDATE_FACTOR = 3
-
+from aml_retriever.views import WINDOW_SEPARATOR, NewMessage, ViewBuilder
 
 def iso_utc(ms: int) -> str:
     """ISO 8601 in UTC with a Z; milliseconds only when there are any."""
@@ -37,7 +35,8 @@ class MemoryService:
     def open(cls, path: str, retrieval: RetrievalConfig | None = None, provenance: bool = True,
              synchronous: str = "FULL") -> MemoryService:
         """A service over the store at `path` (created if absent): the in-process entry point."""
-        return cls(Store(path, synchronous), provenance, retrieval)
+        retrieval = retrieval or RetrievalConfig()
+        return cls(Store(path, synchronous, retrieval.index_identity()), provenance, retrieval)
 
     def close(self) -> None:
         self.store.close()
@@ -69,30 +68,35 @@ class MemoryService:
 
     def _insert_messages(self, conn: sqlite3.Connection, request: AddRequest,
                          received_ms: int) -> int:
+        """Insert the messages with their features and index rows, derive their views, and move
+        the session cursor. Returns how many messages got the receive time."""
         assigned = 0
-        last_id, first_ms, last_ms = 0, None, None
+        views = ViewBuilder(conn, self.retrieval)
+        last_id, times = 0, []
         for position, message in enumerate(request.messages):
-            timestamp = message.timestamp_ms
-            if timestamp is None:
-                timestamp, assigned = received_ms, assigned + 1
-            cursor = conn.execute(
+            timestamp = received_ms if message.timestamp_ms is None else message.timestamp_ms
+            assigned += message.timestamp_ms is None
+            features = extract(message.role, message.content, timestamp)
+            last_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
-                "request_id, position) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "request_id, position, speaker, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
-                 int(message.timestamp_ms is None), request.request_id, position))
-            last_id = cursor.lastrowid or 0
-            terms = index_text(message.content)
+                 int(message.timestamp_ms is None), request.request_id, position,
+                 features.speaker, features.to_json())).lastrowid or 0
+            views.add(NewMessage(last_id, request.session_id, message.content, timestamp))
+            terms = views.index_text_of(last_id)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
                          (last_id, terms.words, terms.grams))
-            first_ms = timestamp if first_ms is None else min(first_ms, timestamp)
-            last_ms = timestamp if last_ms is None else max(last_ms, timestamp)
+            times.append(timestamp)
+        open_segment = views.finish()[request.session_id]
         conn.execute(
-            "INSERT INTO sessions (session_id, message_count, first_ms, last_ms, last_message_id) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+            "INSERT INTO sessions (session_id, message_count, first_ms, last_ms, last_message_id, "
+            "open_segment_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
             "message_count = message_count + excluded.message_count, "
             "first_ms = min(first_ms, excluded.first_ms), last_ms = max(last_ms, excluded.last_ms), "
-            "last_message_id = excluded.last_message_id",
-            (request.session_id, len(request.messages), first_ms, last_ms, last_id))
+            "last_message_id = excluded.last_message_id, open_segment_id = excluded.open_segment_id",
+            (request.session_id, len(request.messages), min(times), max(times), last_id,
+             open_segment))
         return assigned
 
     @staticmethod
@@ -104,63 +108,49 @@ class MemoryService:
     # ---- Search --------------------------------------------------------------------------
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
-        """The user's best original messages for the query, best first, distinct contents."""
+        """The user's best original evidence for the query, best first, each piece once."""
         conn = self.store.connection(request.user_id, create=False)
         if conn is None:
             return {"data": []}
-        limit = request.top_k * CANDIDATE_FACTOR
+        query_plan = plan(request.query, request.options)
         with self.store.read(conn):
-            while True:
-                candidates = bm25_candidates(conn, request.query, limit, request.session_id)
-                results = self._distinct_results(conn, candidates, request.top_k)
-                if len(results) >= request.top_k or len(candidates) < limit:
-                    break
-                limit *= 4
-        return {"data": results}
+            retrieval = Retrieval(conn, self.retrieval)
+            results = retrieval.run(query_plan, request.top_k, request.session_id)
+            return {"data": [self._result(r, retrieval.rows) for r in results]}
 
-    def _distinct_results(self, conn: sqlite3.Connection, candidates: list[Any],
-                          top_k: int) -> list[dict[str, Any]]:
-        if not candidates:
-            return []
-        ids = [c.message_id for c in candidates]
-        rows = {row[0]: row for row in conn.execute(
-            "SELECT id, session_id, role, content, timestamp_ms FROM messages WHERE id IN "
-            f"({','.join('?' * len(ids))})", ids)}
-        results: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for candidate in candidates:
-            row = rows.get(candidate.message_id)
-            if row is None or row[3] in seen:
-                continue
-            seen.add(row[3])
-            results.append(self._result(row, candidate.score))
-            if len(results) == top_k:
-                break
-        return results
-
-    def _result(self, row: tuple[Any, ...], score: float) -> dict[str, Any]:
-        message_id, session_id, role, content, timestamp_ms = row
-        result: dict[str, Any] = {"id": f"m{message_id}", "content": content, "score": score,
-                                  "created_at": iso_utc(timestamp_ms), "role": role,
-                                  "session_id": session_id}
+    def _result(self, result: Result, rows: dict[int, Any]) -> dict[str, Any]:
+        members = [rows[m] for m in result.candidate.members]
+        first = members[0]
+        view = result.candidate.view
+        item: dict[str, Any] = {
+            "id": f"m{first.id}" if view == "message" else
+                  f"w{result.candidate.view_id}-" + "-".join(str(m.id) for m in members),
+            "content": WINDOW_SEPARATOR.join(m.content for m in members),
+            "score": result.score,
+            "created_at": iso_utc(first.timestamp_ms),
+            "role": first.role if view == "message" else
+                    ",".join(dict.fromkeys(m.role for m in members)),
+            "session_id": first.session_id,
+        }
         if self.provenance:
-            result.update(view="message", source_message_ids=[f"m{message_id}"],
-                          evidence_flags=["lexical"])
-        return result
+            item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
+                        evidence_flags=list(result.flags))
+        return item
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def delete_user(self, user_id: str) -> dict[str, Any]:
         """Remove everything of one user in one transaction, then truncate the WAL so the
         deleted text does not linger there either."""
-        removed = {"messages": 0, "requests": 0, "sessions": 0}
+        removed = {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
         conn = self.store.connection(user_id, create=False)
         if conn is not None:
             with self.store.write(conn):
                 for table in removed:
                     removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                     conn.execute(f"DELETE FROM {table}")
-                conn.execute("INSERT INTO message_index (message_index) VALUES ('delete-all')")
+                for index in INDEXES:
+                    conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
             self.store.try_checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
 

@@ -28,13 +28,17 @@ from pathlib import Path
 from aml_retriever import __version__
 from aml_retriever.errors import StoreError
 from aml_retriever.migrations import CATALOG_MIGRATIONS, SHARD_FORMAT, SHARD_MIGRATIONS, STORE_FORMAT
+from aml_retriever.signals import RetrievalConfig
 from aml_retriever.tokenizer import FTS_TOKENIZE
 
 log = logging.getLogger("aml_retriever.store")
 
-# Changes whenever what the index holds for the same text would change; a store built with other
-# index settings is refused on open instead of being searched with mismatched terms.
-INDEX_IDENTITY = hashlib.sha256(f"tokenizer-v1|{FTS_TOKENIZE}".encode()).hexdigest()[:16]
+def index_identity(view_shape: str) -> str:
+    """Changes whenever what the index holds for the same messages would change (tokenizer, view
+    shapes); a store built otherwise is refused on open instead of searched with mismatched rows."""
+    return hashlib.sha256(f"tokenizer-v1|{FTS_TOKENIZE}|{view_shape}".encode()).hexdigest()[:16]
+
+
 # How long a writer waits for another writer of the same user before giving up.
 BUSY_TIMEOUT_MS = 15_000
 # Cap on the WAL file kept after a checkpoint, so one burst does not leave a huge file behind.
@@ -51,8 +55,10 @@ def shard_name(user_id: str) -> str:
 class Store:
     """A catalog file plus a directory of per-user shard files."""
 
-    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
+                 view_shape: str = "") -> None:
         self.path = Path(path)
+        self.index_identity = index_identity(view_shape or RetrievalConfig().index_identity())
         self.shard_dir = Path(str(self.path) + ".users")
         self.synchronous = synchronous
         self._local = threading.local()
@@ -82,9 +88,10 @@ class Store:
 
     def _check_index_identity(self, conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
-        if row and row[0] != INDEX_IDENTITY:
-            raise StoreError(f"{self.path} was indexed with other settings ({row[0]}, this version "
-                             f"uses {INDEX_IDENTITY}); use the version that wrote it", "db")
+        if row and row[0] != self.index_identity:
+            raise StoreError(f"{self.path} was indexed with other settings ({row[0]}; these "
+                             f"settings make {self.index_identity}); run `reindex` to rebuild it "
+                             "for these settings, or use the settings that wrote it", "db")
 
     def _migrate(self, conn: sqlite3.Connection, migrations: tuple[str, ...], fmt: str,
                  what: str) -> None:
@@ -107,7 +114,7 @@ class Store:
                     conn.execute(statement)
             if version == 0:
                 conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-                    ("format", fmt), ("index_identity", INDEX_IDENTITY),
+                    ("format", fmt), ("index_identity", self.index_identity),
                     ("created_by", __version__), ("created_ms", str(int(time.time() * 1000)))])
             conn.execute(f"PRAGMA user_version = {len(migrations)}")
             conn.execute("COMMIT")

@@ -137,6 +137,11 @@ def index_text(text: str) -> IndexText:
     return IndexText(words=" ".join(words.split()), grams=" ".join(grams))
 
 
+def words_of(text: str) -> list[str]:
+    """Every word of a text as the words column sees it (normalised, unstemmed), in order."""
+    return _gram_runs(normalize(text))[0].split()
+
+
 def _unique(items: list[str], limit: int) -> list[str]:
     return list(dict.fromkeys(items))[:limit]
 

@@ -37,18 +37,22 @@ def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
     response = (client.request("DELETE", "/users/victim") if how == "DELETE"
                 else client.post("/delete_user", {"user_id": "victim"}))
     assert response.status == 200
-    assert response.body == {"success": True, "user_id": "victim",
-                             "deleted": {"messages": 60, "requests": 30, "sessions": 1}}
+    deleted = response.body["deleted"]
+    assert response.body["success"] is True and response.body["user_id"] == "victim"
+    assert (deleted["messages"], deleted["requests"], deleted["sessions"]) == (60, 30, 1)
+    assert deleted["views"] > 60  # a window per message after the first, plus segments
     assert client.contents("victim", MARKER) == []
     assert client.contents("victim", CJK_MARKER) == []
     conn = app.store.connection("victim", create=False)
-    for table in ("messages", "requests", "sessions", "message_index"):
+    for table in ("messages", "requests", "sessions", "views", "message_index", "window_index",
+                  "segment_index"):
         assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
     on_disk = store_bytes(app.store.path)
     assert MARKER.encode() not in on_disk
     assert CJK_MARKER.encode() not in on_disk
     assert b"keepmarker42" in on_disk  # the other user is untouched
-    assert len(client.contents("bystander", "keepmarker42", top_k=100)) == 30
+    found = "\n".join(client.contents("bystander", "keepmarker42", top_k=100))
+    assert all(f"keepmarker42 message {i} " in found for i in range(30))
 
 
 def test_retried_add_after_deletion_stores_again(client):
@@ -62,7 +66,7 @@ def test_retried_add_after_deletion_stores_again(client):
 def test_deleting_an_unknown_user_answers_zero_counts(client):
     response = client.request("DELETE", "/users/nobody")
     assert response.status == 200
-    assert response.body["deleted"] == {"messages": 0, "requests": 0, "sessions": 0}
+    assert response.body["deleted"] == {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
 
 
 def test_percent_encoded_user_id_in_the_path(client):

@@ -96,11 +96,10 @@ def test_many_duplicates_still_fill_top_k(client):
 
 
 def test_same_store_and_query_give_the_same_ranking(client):
-    client.add("alice", "r1", ["equal tie word"] * 1 + ["equal tie word."] + ["tie word equal"])
+    client.add("alice", "r1", ["equal tie word", "equal tie word.", "tie word equal", "other"])
     first = client.search("alice", "tie word").body["data"]
+    assert len(first) >= 2
     assert [client.search("alice", "tie word").body["data"] for _ in range(3)] == [first] * 3
-    ids = [item["id"] for item in first]
-    assert ids == sorted(ids, key=lambda i: int(i[1:]))  # equal scores: arrival order
 
 
 def test_session_id_is_not_a_filter_unless_asked(client):
@@ -117,7 +116,7 @@ def test_result_carries_provenance_and_source_time(client):
     item = client.search("alice", "pigeon").body["data"][0]
     assert item["created_at"] == "2026-08-05T16:00:00Z"
     assert item["view"] == "message" and item["source_message_ids"] == [item["id"]]
-    assert item["evidence_flags"] == ["lexical"] and item["role"] == "user"
+    assert "lexical" in item["evidence_flags"] and item["role"] == "user"
     assert item["session_id"] == "s1"
 
 
@@ -130,11 +129,15 @@ def test_provenance_can_be_switched_off(make_app):
     assert set(item) == {"id", "content", "score", "created_at", "role", "session_id"}
 
 
-def test_options_are_accepted_and_do_not_outrank_the_questions_evidence(client):
-    client.add("alice", "r1", ["My favourite colour is teal", "Purple purple purple purple"])
+def test_options_add_terms_below_the_questions_own_evidence(client):
+    client.add("alice", "r1", ["My favourite colour is teal"], session="s1")
+    client.add("alice", "r2", ["Purple purple purple purple"], session="s2")
+    plain = [i["content"] for i in client.search("alice", "favourite colour").body["data"]]
+    assert plain == ["My favourite colour is teal"]  # control: the distractor has no question word
     data = client.search("alice", "favourite colour", options=["purple", "teal"]).body["data"]
-    assert data[0]["content"] == "My favourite colour is teal"
-    assert "Purple purple purple purple" not in [item["content"] for item in data]
+    contents = [item["content"] for item in data]
+    assert contents[0] == "My favourite colour is teal"
+    assert contents.index("Purple purple purple purple") > 0
 
 
 def test_other_users_corpus_does_not_change_a_users_scores(app, client):

@@ -1,0 +1,153 @@
+"""Dates in text: absolute ones read as written, relative ones resolved against the message time.
+
+"last Saturday" in a message of Thursday 25 May 2023 is Saturday 20 May 2023, so a question about
+"May 2023", or a "when" question, can find the message that never spelled the date out. Results are
+ISO strings at the precision the text gives: "2023-05-20" (a day), "2023-05" (a month), "2023" (a
+year). Pure functions; the table of cases is in tests/test_dates.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+MONTHS = {name: i for i, name in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
+     "october", "november", "december"], 1)}
+MONTHS.update({name[:3]: i for name, i in list(MONTHS.items())})
+MONTHS["sept"] = 9
+WEEKDAYS = {name: i for i, name in enumerate(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
+SMALL_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                 "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+                 "couple": 2, "a couple of": 2, "few": 3, "a few": 3, "several": 3}
+
+_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d{2})"
+_COUNT = r"(\d+|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|couple|few|several)"
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("iso", re.compile(r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b")),
+    ("day_month_year", re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b")),
+    ("month_day_year", re.compile(r"\b" + _MONTH + r"\.?\s+" + _DAY + r",?\s+" + _YEAR + r"\b")),
+    ("month_year", re.compile(r"\b" + _MONTH + r",?\s+(?:of\s+)?" + _YEAR + r"\b")),
+    ("day_month", re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b")),
+    ("month_day", re.compile(r"\b" + _MONTH + r"\.?\s+" + _DAY + r"\b(?!\s*[:.]\d)")),
+    ("year", re.compile(r"\b(?:in|of|since|during|year)\s+" + _YEAR + r"\b")),
+    ("yesterday", re.compile(r"\b(yesterday|last night)\b")),
+    ("today", re.compile(r"\b(today|tonight|this morning|this afternoon|this evening)\b")),
+    ("tomorrow", re.compile(r"\btomorrow\b")),
+    ("weekday", re.compile(r"\b(last|this past|past|next|this|on)\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
+    ("ago", re.compile(r"\b" + _COUNT + r"\s+(day|week|month|year)s?\s+ago\b")),
+    ("relative_unit", re.compile(r"\b(last|next|this|past)\s+(week|weekend|month|year)\b")),
+    ("month_name", re.compile(r"\b(?:in|last|this|next|since|during)\s+" + _MONTH + r"\b")),
+]
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else SMALL_NUMBERS.get(word, 1)
+
+
+def _month(word: str) -> int:
+    return MONTHS[word.rstrip(".")[:4] if word.startswith("sept") else word.rstrip(".")[:3]]
+
+
+def _shift_months(day: dt.date, months: int) -> dt.date:
+    index = day.year * 12 + day.month - 1 + months
+    return dt.date(index // 12, index % 12 + 1, 1)
+
+
+def _safe_date(year: int, month: int, day: int) -> str | None:
+    try:
+        return dt.date(year, month, day).isoformat()
+    except ValueError:
+        return None
+
+
+def _resolve(kind: str, m: re.Match[str], ref: dt.date) -> str | None:
+    g = m.groups()
+    if kind == "iso":
+        return _safe_date(int(g[0]), int(g[1]), int(g[2]))
+    if kind == "day_month_year":
+        return _safe_date(int(g[2]), _month(g[1]), int(g[0]))
+    if kind == "month_day_year":
+        return _safe_date(int(g[2]), _month(g[0]), int(g[1]))
+    if kind == "month_year":
+        return f"{int(g[1]):04d}-{_month(g[0]):02d}"
+    if kind in ("day_month", "month_day"):
+        day, month = (int(g[0]), _month(g[1])) if kind == "day_month" else (int(g[1]), _month(g[0]))
+        return _safe_date(ref.year, month, day)
+    if kind == "year":
+        return g[0]
+    if kind in ("yesterday", "today", "tomorrow"):
+        return (ref + dt.timedelta(days={"yesterday": -1, "today": 0, "tomorrow": 1}[kind])).isoformat()
+    if kind == "weekday":
+        return _weekday(g[0], WEEKDAYS[g[1]], ref)
+    if kind == "ago":
+        return _ago(_count(g[0]), g[1], ref)
+    if kind == "relative_unit":
+        return _relative_unit(g[0], g[1], ref)
+    if kind == "month_name":
+        if m.group(0).startswith("this may"):  # "this may be": the verb, not the month
+            return None
+        month = _month(g[0])
+        year = ref.year if month <= ref.month or "next" in m.group(0) else ref.year - 1
+        return f"{year:04d}-{month:02d}"
+    return None
+
+
+def _weekday(modifier: str, weekday: int, ref: dt.date) -> str:
+    """'last Saturday' is the most recent Saturday strictly before the reference day; 'next' the
+    first one after it; 'this'/'on' the one in the reference week (Monday to Sunday)."""
+    if modifier == "next":
+        delta = (weekday - ref.weekday()) % 7 or 7
+        return (ref + dt.timedelta(days=delta)).isoformat()
+    delta = (ref.weekday() - weekday) % 7 or 7
+    if modifier in ("this", "on") and weekday >= ref.weekday():
+        delta = -(weekday - ref.weekday())
+    return (ref - dt.timedelta(days=delta)).isoformat()
+
+
+def _ago(count: int, unit: str, ref: dt.date) -> str:
+    if unit == "day":
+        return (ref - dt.timedelta(days=count)).isoformat()
+    if unit == "week":
+        return (ref - dt.timedelta(weeks=count)).isoformat()
+    if unit == "month":
+        return _shift_months(ref, -count).isoformat()[:7]
+    return str(ref.year - count)
+
+
+def _relative_unit(modifier: str, unit: str, ref: dt.date) -> str:
+    step = {"last": -1, "past": -1, "this": 0, "next": 1}[modifier]
+    if unit in ("week", "weekend"):
+        return (ref + dt.timedelta(weeks=step)).isoformat()
+    if unit == "month":
+        return _shift_months(ref, step).isoformat()[:7]
+    return str(ref.year + step)
+
+
+def extract_dates(text: str, reference_ms: int | None) -> list[str]:
+    """Every date the text mentions, resolved against the message time (UTC), in text order,
+    without repeats. Spans already read by a more specific pattern are not read again."""
+    ref = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=reference_ms)).date() \
+        if reference_ms is not None else dt.date.today()
+    lowered = text.lower()
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str]] = []
+    for kind, pattern in _PATTERNS:
+        for m in pattern.finditer(lowered):
+            if any(start < m.end() and m.start() < end for start, end in taken):
+                continue
+            value = _resolve(kind, m, ref)
+            if value:
+                taken.append(m.span())
+                found.append((m.start(), value))
+    return list(dict.fromkeys(value for _, value in sorted(found)))
+
+
+def covers(period: str, date: str) -> bool:
+    """True when a date ('2023-05-20', '2023-05' or '2023') falls within a period of any precision,
+    or the period within it: '2023-05' covers '2023-05-20', and '2023-05-20' meets '2023-05'."""
+    return date.startswith(period) or period.startswith(date)

@@ -1,0 +1,67 @@
+"""Weighted reciprocal-rank fusion of ranked lists, and the final selection of results.
+
+RRF adds, for every list a candidate appears in, the list's weight divided by (k + its rank): it
+needs no score calibration between lists as different as BM25 scores and feature matches, and a
+candidate near the top of several lists beats one that tops a single list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+def rrf(lists: Mapping[str, Sequence[Hashable]], weights: Mapping[str, float],
+        k: float) -> dict[Hashable, float]:
+    """Fused score of every candidate: sum over lists of weight / (k + rank), rank from 1."""
+    fused: dict[Hashable, float] = {}
+    for name, ranking in lists.items():
+        weight = weights.get(name, 0.0)
+        if weight <= 0:
+            continue
+        for rank, key in enumerate(ranking, 1):
+            fused[key] = fused.get(key, 0.0) + weight / (k + rank)
+    return fused
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A message or a window, by the ids of the messages it holds (in conversation order)."""
+
+    view: str
+    view_id: int
+    members: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.view, self.view_id)
+
+
+def select(order: Sequence[Candidate], top_k: int,
+           content_of: Mapping[int, str]) -> list[tuple[Candidate, Candidate]]:
+    """Walk the fused order and return each piece of evidence once. A message counts as returned
+    when it, or a message with the same content, was returned before; a candidate with nothing new
+    is skipped, and a window holding some returned messages is cut to the new ones (so a message
+    and the window holding it are never both returned, and no two results carry the same
+    content). Returns (candidate, what is returned of it)."""
+    covered: set[int] = set()
+    seen: set[str] = set()
+    chosen: list[tuple[Candidate, Candidate]] = []
+    for candidate in order:
+        fresh: list[int] = []
+        for m in candidate.members:
+            if m not in covered and content_of[m] not in seen:
+                fresh.append(m)
+                seen.add(content_of[m])
+        covered.update(candidate.members)
+        if not fresh:
+            continue
+        returned = candidate
+        if len(fresh) == 1:
+            returned = Candidate("message", fresh[0], (fresh[0],))
+        elif len(fresh) < len(candidate.members):
+            returned = Candidate(candidate.view, candidate.view_id, tuple(fresh))
+        chosen.append((candidate, returned))
+        if len(chosen) == top_k:
+            break
+    return chosen

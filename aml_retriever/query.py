@@ -1,0 +1,80 @@
+"""What a question asks for: its content terms, its exact words, the entities, numbers and dates
+it names, and its temporal intent. Built once per Search; everything downstream reads this."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aml_retriever.dates import extract_dates
+from aml_retriever.features import entities_of, numbers_of
+from aml_retriever.stopwords import STOP_WORDS
+from aml_retriever.tokenizer import QueryTerms, match_expression, query_terms, words_of
+
+# Questions about a time: the evidence is the message that carries a date (said or implied).
+_ASKS_WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month|week)|which (?:date|day|year|"
+                        r"month|week)|how long ago|since when|what time)\b", re.IGNORECASE)
+# Questions about the present state of something that may have changed.
+_ASKS_CURRENT = re.compile(r"\b(now|currently|current|these days|at the moment|still|latest|"
+                           r"most recent|nowadays|today|anymore|presently)\b", re.IGNORECASE)
+# Questions about the past state: supersession must not bury the older statement they ask for.
+_ASKS_HISTORY = re.compile(r"\b(before|used to|first|originally|previously|earlier|initially|"
+                           r"formerly|at first|at the time|back then|old|previous|former|ago|"
+                           r"in (?:19|20)\d\d)\b", re.IGNORECASE)
+# Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
+_ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    terms: QueryTerms
+    exact: frozenset[str]
+    entities: frozenset[str]
+    numbers: frozenset[str]
+    dates: tuple[str, ...]
+    asks_when: bool
+    asks_current: bool
+    options: QueryTerms
+    speakers: frozenset[str] = frozenset()  # speakers of this user the question names
+
+    @property
+    def expression(self) -> str | None:
+        return match_expression(self.terms)
+
+    @property
+    def options_expression(self) -> str | None:
+        return match_expression(self.options)
+
+
+def content_terms(text: str) -> QueryTerms:
+    """The query's terms without stop words and stray single letters (contractions' "s", "t");
+    a query made only of such words keeps them, so it still answers."""
+    terms = query_terms(text)
+    kept = [w for w in terms.words if w not in STOP_WORDS and not (len(w) == 1 and w.isascii()
+                                                                    and w.isalpha())]
+    return QueryTerms(kept if kept or terms.grams else terms.words, terms.grams)
+
+
+def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
+    terms = content_terms(query)
+    option_terms = content_terms(" ".join(options)) if options else QueryTerms([], [])
+    own = set(terms.words) | set(terms.grams)
+    # An option's words that the question already has add nothing but weight to the distractors.
+    option_terms = QueryTerms([w for w in option_terms.words if w not in own],
+                              [g for g in option_terms.grams if g not in own])
+    asks_history = _ASKS_HISTORY.search(query) is not None
+    return QueryPlan(
+        terms=terms,
+        exact=frozenset(terms.words),
+        entities=frozenset(entities_of(query)),
+        numbers=frozenset(numbers_of(query)),
+        dates=tuple(d for d in extract_dates(query, None) if _ABSOLUTE_DATE.match(d)),
+        asks_when=_ASKS_WHEN.search(query) is not None,
+        asks_current=_ASKS_CURRENT.search(query) is not None and not asks_history,
+        options=option_terms,
+    )
+
+
+def exact_words(text: str) -> frozenset[str]:
+    """The unstemmed words of a text, as compared with QueryPlan.exact."""
+    return frozenset(words_of(text))

@@ -1,0 +1,224 @@
+"""The Search pipeline: candidate lists from the user's indexes, facts about each candidate,
+feature rankings, weighted reciprocal-rank fusion, guarded supersession, and the selection of
+distinct evidence. Every signal reads its weight from the RetrievalConfig; weight 0 is off."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from aml_retriever.candidates import ranked
+from aml_retriever.features import Features
+from aml_retriever.fusion import Candidate, rrf, select
+from aml_retriever.query import QueryPlan
+from aml_retriever.scoring import RANKERS, Facts, Key
+from aml_retriever.signals import RetrievalConfig
+from aml_retriever.tokenizer import words_of
+
+# How many top lexical hits lend their next turn an adjacency boost.
+ADJACENT_TO_TOP = 10
+# At full supersession weight, a statement older than a newer update of the same thing keeps this
+# share of its fused score: demoted below the update, never removed.
+SUPERSEDED_KEEP = 0.5
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    session_id: str
+    role: str
+    content: str
+    timestamp_ms: int
+    segment_id: int | None
+    features: Features
+
+
+@dataclass(frozen=True)
+class Result:
+    candidate: Candidate
+    score: float
+    flags: tuple[str, ...]
+
+
+class Retrieval:
+    """One Search over one user's file."""
+
+    def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
+        self.conn = conn
+        self.config = config
+        self.rows: dict[int, MessageRow] = {}
+
+    def run(self, plan: QueryPlan, top_k: int, session_id: str | None) -> list[Result]:
+        w = self.config.weight
+        depth = max(self.config.candidate_depth, top_k * 2)
+        messages = ranked(self.conn, "message_index", plan.expression, depth, session_id)
+        windows = (ranked(self.conn, "window_index", plan.expression, depth, session_id)
+                   if w("window") > 0 else [])
+        segments = dict(ranked(self.conn, "segment_index", plan.expression, depth, session_id)
+                        if w("segment") > 0 else [])
+        options = (ranked(self.conn, "message_index", plan.options_expression, depth, session_id)
+                   if w("options") > 0 else [])
+        window_members = self._window_members([v for v, _ in windows])
+        following = self._following([m for m, _ in messages[:ADJACENT_TO_TOP]]) \
+            if w("adjacency") > 0 else {}
+        self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
+                        | {m for members in window_members.values() for m in members})
+        plan = replace(plan, speakers=self._named_speakers(plan))
+
+        message_order = self._mixed_order(messages, segments, lambda m: [m])
+        window_order = self._mixed_order(windows, segments, lambda v: window_members[v])
+        candidates = self._candidates(message_order, window_order, options, following,
+                                      window_members)
+        lists: dict[str, list[Key]] = {
+            "lexical": [("message", m) for m in message_order],
+            "window": [("window", v) for v in window_order],
+            "options": [("message", m) for m, _ in options],
+        }
+        facts = [self._facts(c, rank, following) for c, rank in candidates.values()]
+        for name, ranker in RANKERS.items():
+            if w(name) > 0:
+                lists[name] = ranker(plan, facts)
+        fused = rrf(lists, self.config.weights, self.config.rrf_k)
+        self._demote_superseded(plan, fused, facts)
+        by_key = {f.key: f for f in facts}
+        order = sorted((c for c, _ in candidates.values() if c.key in fused),
+                       key=lambda c: (-fused[c.key], by_key[c.key].base_rank, c.key))
+        contents = {m: row.content for m, row in self.rows.items()}
+        flags = self._flags(lists, segments, [c for c, _ in candidates.values()])
+        return [Result(chosen, fused[original.key], flags.get(original.key, ()))
+                for original, chosen in select(order, top_k, contents)]
+
+    # ---- loading -------------------------------------------------------------------------
+
+    def _window_members(self, view_ids: list[int]) -> dict[int, list[int]]:
+        if not view_ids:
+            return {}
+        rows = self.conn.execute(f"SELECT id, message_ids FROM views WHERE id IN "
+                                 f"({','.join('?' * len(view_ids))})", view_ids)
+        return {view_id: json.loads(members) for view_id, members in rows}
+
+    def _following(self, hits: list[int]) -> dict[int, int]:
+        """The next message in conversation order after each top hit: {next id: hit's rank}."""
+        self._load_rows(set(hits))
+        following: dict[int, int] = {}
+        for rank, hit in enumerate(hits, 1):
+            row = self.rows[hit]
+            nxt = self.conn.execute(
+                "SELECT id FROM messages WHERE session_id = ? AND (timestamp_ms > ? OR "
+                "(timestamp_ms = ? AND id > ?)) ORDER BY timestamp_ms, id LIMIT 1",
+                (row.session_id, row.timestamp_ms, row.timestamp_ms, row.id)).fetchone()
+            if nxt and nxt[0] not in following:
+                following[nxt[0]] = rank
+        return following
+
+    def _load_rows(self, ids: Iterable[int]) -> None:
+        missing = [i for i in ids if i not in self.rows]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            for row in self.conn.execute(
+                    "SELECT id, session_id, role, content, timestamp_ms, segment_id, features "
+                    f"FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                self.rows[row[0]] = MessageRow(*row[:6], Features.from_json(row[6]))
+
+    def _named_speakers(self, plan: QueryPlan) -> frozenset[str]:
+        """This user's speakers whose every name word the question contains."""
+        if not plan.exact:
+            return frozenset()
+        known = {row[0] for row in self.conn.execute(
+            "SELECT DISTINCT speaker FROM messages WHERE speaker != ''")}
+        return frozenset(s for s in known if set(s.split()) <= plan.exact)
+
+    # ---- ranking -------------------------------------------------------------------------
+
+    def _mixed_order(self, hits: list[tuple[int, float]], segments: dict[int, float],
+                     members_of: Callable[[int], list[int]]) -> list[int]:
+        """Order hits by their own BM25 plus, weighted, the BM25 of the segment they sit in:
+        a turn in a conversation that is about the question is more likely its evidence.
+        Scores are divided by each list's best so the two scales meet."""
+        if not hits:
+            return []
+        best = hits[0][1] or 1.0
+        best_segment = max(segments.values(), default=0.0) or 1.0
+        weight = self.config.weight("segment")
+
+        def mixed(hit: tuple[int, float]) -> float:
+            segment = self.rows[members_of(hit[0])[-1]].segment_id
+            return hit[1] / best + weight * segments.get(segment, 0.0) / best_segment
+
+        return [i for i, _ in sorted(hits, key=lambda h: (-mixed(h), h[0]))]
+
+    def _candidates(self, message_order: list[int], window_order: list[int],
+                    options: list[tuple[int, float]], following: dict[int, int],
+                    window_members: dict[int, list[int]]) -> dict[Key, tuple[Candidate, int]]:
+        """Every message and window that some list holds, with its lexical rank."""
+        found: dict[Key, tuple[Candidate, int]] = {}
+        unranked = len(message_order) + 1
+        for rank, m in enumerate(message_order, 1):
+            found[("message", m)] = (Candidate("message", m, (m,)), rank)
+        for rank, v in enumerate(window_order, 1):
+            found[("window", v)] = (Candidate("window", v, tuple(window_members[v])), rank)
+        for m in [m for m, _ in options] + list(following):
+            found.setdefault(("message", m), (Candidate("message", m, (m,)), unranked))
+        return found
+
+    def _facts(self, candidate: Candidate, base_rank: int, following: dict[int, int]) -> Facts:
+        rows = [self.rows[m] for m in candidate.members]
+        last = rows[-1]
+        return Facts(
+            key=candidate.key, base_rank=base_rank,
+            words=self._words(rows) if self.config.weight("coverage") > 0 else frozenset(),
+            entities=frozenset(e for r in rows for e in r.features.entities),
+            numbers=frozenset(n for r in rows for n in r.features.numbers),
+            dates=tuple(d for r in rows for d in r.features.dates),
+            day=_day(last.timestamp_ms),
+            speakers=frozenset(r.features.speaker for r in rows if r.features.speaker),
+            update=any(r.features.update for r in rows),
+            time_ms=last.timestamp_ms,
+            follows_hit=following.get(candidate.members[0]) if candidate.view == "message" else None,
+        )
+
+    @staticmethod
+    def _words(rows: list[MessageRow]) -> frozenset[str]:
+        words: set[str] = set()
+        for row in rows:
+            text = row.content
+            words.update(_ASCII_WORD.findall(text.lower()) if text.isascii() else words_of(text))
+        return frozenset(words)
+
+    def _demote_superseded(self, plan: QueryPlan, fused: dict[Key, float], facts: list[Facts]) -> None:
+        """For a current-state question: once a newer candidate states an update, older candidates
+        that share the question's words with it lose part of their score (never all of it)."""
+        weight = min(1.0, self.config.weight("supersession"))
+        if weight <= 0 or not plan.asks_current:
+            return
+        ranked_facts = sorted((f for f in facts if f.key in fused), key=lambda f: -fused[f.key])
+        updates = [f for f in ranked_facts[:20] if f.update]
+        if not updates:
+            return
+        newest = max(updates, key=lambda f: f.time_ms)
+        topic = plan.exact & (newest.words or frozenset(plan.exact))
+        for f in ranked_facts:
+            if f.time_ms < newest.time_ms and f.key != newest.key and (not f.words or topic & f.words):
+                fused[f.key] *= 1.0 - weight * (1.0 - SUPERSEDED_KEEP)
+
+    def _flags(self, lists: dict[str, list[Key]], segments: dict[int, float],
+               candidates: list[Candidate]) -> dict[Key, tuple[str, ...]]:
+        """Which signals put each candidate where it is: the provenance a caller sees."""
+        flags: dict[Key, list[str]] = {}
+        for name, keys in lists.items():
+            if self.config.weight(name) > 0:
+                for key in keys:
+                    flags.setdefault(key, []).append(name)
+        for candidate in candidates:
+            if self.rows[candidate.members[-1]].segment_id in segments:
+                flags.setdefault(candidate.key, []).append("segment")
+        return {k: tuple(v) for k, v in flags.items()}
+
+
+def _day(ms: int) -> str:
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)).date().isoformat()

@@ -1,0 +1,100 @@
+"""Feature signals: small pure functions that rank candidates by one kind of evidence.
+
+Each takes the query plan and the candidates' facts, and returns the keys of the candidates that
+have the feature, best first (ties keep the lexical order, so a feature reorders only what it
+knows about). They are registered by signal name in `RANKERS`; the weights live in signals.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from aml_retriever.dates import covers
+from aml_retriever.query import QueryPlan
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What ranking knows of one candidate (a message or a window), merged over its messages."""
+
+    key: Key
+    base_rank: int  # its place in its own lexical list: the tie-break of every feature
+    words: frozenset[str]
+    entities: frozenset[str]
+    numbers: frozenset[str]
+    dates: tuple[str, ...]
+    day: str  # the date of its last message, "YYYY-MM-DD"
+    speakers: frozenset[str]
+    update: bool
+    time_ms: int
+    follows_hit: int | None  # rank of the strong hit it directly follows, if any
+
+
+def _by(facts: Sequence[Facts], strength: Callable[[Facts], float]) -> list[Key]:
+    scored = [(strength(f), f.base_rank, f.key) for f in facts]
+    return [key for value, _, key in sorted((s for s in scored if s[0] > 0),
+                                            key=lambda s: (-s[0], s[1], s[2]))]
+
+
+def coverage(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """Share of the question's exact words present: rewards matching the words as written, where
+    BM25 over stems also counts "runs" for "running"."""
+    if not plan.exact:
+        return []
+    return _by(facts, lambda f: len(plan.exact & f.words) / len(plan.exact))
+
+
+def entity(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """Names and titles the question shares with a candidate. The speakers' own names are left to
+    the speaker signal: people address each other by name, so those mentions are noise here."""
+    speaker_words = {w for s in plan.speakers for w in s.split()} | plan.speakers
+    wanted = plan.entities - speaker_words
+    return _by(facts, lambda f: len(wanted & f.entities)) if wanted else []
+
+
+def number(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    return _by(facts, lambda f: len(plan.numbers & f.numbers)) if plan.numbers else []
+
+
+def date(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """A when-question favours candidates that state a date; a question naming a period favours
+    candidates dated in it (by what they say, or by when they were said)."""
+    def strength(f: Facts) -> float:
+        named = sum(1 for p in plan.dates if covers(p, f.day) or any(covers(p, d) for d in f.dates))
+        return named + (1.0 if plan.asks_when and f.dates else 0.0)
+
+    return _by(facts, strength) if plan.asks_when or plan.dates else []
+
+
+def speaker(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """Turns of a speaker the question names ("What did Caroline ...")."""
+    return _by(facts, lambda f: len(plan.speakers & f.speakers)) if plan.speakers else []
+
+
+def adjacency(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """The turn right after a strong hit, closer to the top hit first."""
+    return _by(facts, lambda f: 1.0 / f.follows_hit if f.follows_hit else 0.0)
+
+
+def recency(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    return [f.key for f in sorted(facts, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
+
+
+def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """For a question about the current state, candidates that state an update, newest first.
+    Guarded: silent for every other question (including historical ones, see query.py)."""
+    if not plan.asks_current:
+        return []
+    updates = [f for f in facts if f.update]
+    return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
+
+
+Ranker = Callable[[QueryPlan, Sequence[Facts]], list[Key]]
+# Feature signals by name; every name is a signal of signals.SIGNALS.
+RANKERS: dict[str, Ranker] = {
+    "coverage": coverage, "entity": entity, "number": number, "date": date, "speaker": speaker,
+    "adjacency": adjacency, "recency": recency, "supersession": supersession,
+}

@@ -1,0 +1,142 @@
+"""Derived views, built at Add time inside the Add's transaction and linked to their sources.
+
+- `window`: for each new message, the window of `size` consecutive messages of its session that
+  ends at it (fewer at the start of a session, never just one). Windows span Add boundaries: the
+  predecessors are read from the session's stored order (timestamp, arrival).
+- `segment`: a run of a session's messages, closed by a silence longer than the configured gap or
+  by the size cap; each message records its segment, whose index row is rebuilt as it grows.
+
+A window's content is its messages' contents joined by newlines, so every original message appears
+in it byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+from aml_retriever.signals import RetrievalConfig
+from aml_retriever.tokenizer import IndexText, index_text
+
+WINDOW_SEPARATOR = "\n"
+
+
+@dataclass
+class NewMessage:
+    id: int
+    session_id: str
+    content: str
+    timestamp_ms: int
+
+
+@dataclass
+class _Segment:
+    id: int
+    start_ms: int
+    end_ms: int
+    members: list[int] = field(default_factory=list)
+    existed: bool = False
+
+
+def joined_index_text(texts: list[IndexText]) -> IndexText:
+    return IndexText(" ".join(t.words for t in texts if t.words),
+                     " ".join(t.grams for t in texts if t.grams))
+
+
+class ViewBuilder:
+    """Builds the views of one Add's messages; call `add` per message, then `finish`."""
+
+    def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
+        self.conn = conn
+        self.config = config
+        self._texts: dict[int, IndexText] = {}
+        self._segments: dict[int, _Segment] = {}
+        self._open: dict[str, int | None] = {}
+
+    def index_text_of(self, message_id: int, content: str | None = None) -> IndexText:
+        if message_id not in self._texts:
+            if content is None:
+                content = self.conn.execute("SELECT content FROM messages WHERE id = ?",
+                                            (message_id,)).fetchone()[0]
+            self._texts[message_id] = index_text(content)
+        return self._texts[message_id]
+
+    def add(self, message: NewMessage) -> None:
+        self._texts[message.id] = index_text(message.content)
+        for size in self.config.window_sizes:
+            self._add_window(message, size)
+        self._join_segment(message)
+
+    def _add_window(self, message: NewMessage, size: int) -> None:
+        previous = self.conn.execute(
+            "SELECT id, timestamp_ms FROM messages WHERE session_id = ? AND id != ? AND "
+            "(timestamp_ms < ? OR (timestamp_ms = ? AND id < ?)) "
+            "ORDER BY timestamp_ms DESC, id DESC LIMIT ?",
+            (message.session_id, message.id, message.timestamp_ms, message.timestamp_ms,
+             message.id, size - 1)).fetchall()
+        if not previous:
+            return
+        members = [row[0] for row in reversed(previous)] + [message.id]
+        start_ms = previous[-1][1]
+        view_id = self.conn.execute(
+            "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
+            "VALUES ('window', ?, ?, ?, ?)",
+            (message.session_id, json.dumps(members), start_ms, message.timestamp_ms)).lastrowid
+        text = joined_index_text([self.index_text_of(m) for m in members])
+        self.conn.execute("INSERT INTO window_index (rowid, words, grams) VALUES (?, ?, ?)",
+                          (view_id, text.words, text.grams))
+
+    def _join_segment(self, message: NewMessage) -> None:
+        segment = self._open_segment(message.session_id)
+        gap_ms = self.config.segment_gap_minutes * 60_000
+        if (segment is None or message.timestamp_ms - segment.end_ms > gap_ms
+                or message.timestamp_ms < segment.start_ms
+                or len(segment.members) >= self.config.segment_max_messages):
+            segment = self._new_segment(message)
+        segment.members.append(message.id)
+        segment.end_ms = max(segment.end_ms, message.timestamp_ms)
+        self._open[message.session_id] = segment.id
+        self.conn.execute("UPDATE messages SET segment_id = ? WHERE id = ?", (segment.id, message.id))
+
+    def _open_segment(self, session_id: str) -> _Segment | None:
+        if session_id not in self._open:
+            row = self.conn.execute("SELECT open_segment_id FROM sessions WHERE session_id = ?",
+                                    (session_id,)).fetchone()
+            self._open[session_id] = row[0] if row else None
+        segment_id = self._open[session_id]
+        if segment_id is None:
+            return None
+        if segment_id not in self._segments:
+            start_ms, end_ms, members = self.conn.execute(
+                "SELECT start_ms, end_ms, message_ids FROM views WHERE id = ?", (segment_id,)).fetchone()
+            self._segments[segment_id] = _Segment(segment_id, start_ms, end_ms, json.loads(members),
+                                                  existed=True)
+        return self._segments[segment_id]
+
+    def _new_segment(self, message: NewMessage) -> _Segment:
+        segment_id = self.conn.execute(
+            "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
+            "VALUES ('segment', ?, '[]', ?, ?)",
+            (message.session_id, message.timestamp_ms, message.timestamp_ms)).lastrowid
+        assert segment_id is not None
+        segment = self._segments[segment_id] = _Segment(segment_id, message.timestamp_ms,
+                                                        message.timestamp_ms)
+        return segment
+
+    def finish(self) -> dict[str, int | None]:
+        """Write every touched segment's row and index entry; returns each session's open segment
+        (for the session cursor)."""
+        for segment in self._segments.values():
+            if segment.existed:
+                old = self.conn.execute("SELECT message_ids FROM views WHERE id = ?",
+                                        (segment.id,)).fetchone()[0]
+                text = joined_index_text([self.index_text_of(m) for m in json.loads(old)])
+                self.conn.execute("INSERT INTO segment_index (segment_index, rowid, words, grams) "
+                                  "VALUES ('delete', ?, ?, ?)", (segment.id, text.words, text.grams))
+            self.conn.execute("UPDATE views SET message_ids = ?, end_ms = ? WHERE id = ?",
+                              (json.dumps(segment.members), segment.end_ms, segment.id))
+            text = joined_index_text([self.index_text_of(m) for m in segment.members])
+            self.conn.execute("INSERT INTO segment_index (rowid, words, grams) VALUES (?, ?, ?)",
+                              (segment.id, text.words, text.grams))
+        return self._open
