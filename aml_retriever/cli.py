@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Print user, message, session and request counts.")
     stats.add_argument("--db", help=db_help)
 
+    reindex = commands.add_parser("reindex", help="rebuild derived rows from the original messages",
+                                  description="Rebuild every user's features, index rows, windows "
+                                              "and segments from the stored original messages, for "
+                                              "this version's index settings. Refused while a "
+                                              "server uses the store.")
+    reindex.add_argument("--db", help=db_help)
+
     commands.add_parser("check", help="check Python, SQLite and FTS5 on this machine",
                         description="Environment self-check; exits 1 when something is missing.")
     return parser
@@ -123,6 +130,16 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reindex(args: argparse.Namespace) -> int:
+    store = Store(load({"db_path": args.db}).db_path, reindexing=True)
+    try:
+        with store.exclusive():
+            _print({"success": True, "reindexed": MemoryService(store).reindex()})
+    finally:
+        store.close()
+    return 0
+
+
 def _check(_: argparse.Namespace) -> int:
     checks = [
         (f"Python {sys.version.split()[0]} (need >= {'.'.join(map(str, MIN_PYTHON))})",
@@ -152,4 +169,4 @@ def _print(payload: dict[str, Any]) -> None:
 
 
 COMMANDS = {"serve": _serve, "delete-user": _delete_user, "purge": _purge, "stats": _stats,
-            "check": _check}
+            "reindex": _reindex, "check": _check}

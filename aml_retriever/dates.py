@@ -22,10 +22,12 @@ SMALL_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "fi
                  "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
                  "couple": 2, "a couple of": 2, "few": 3, "a few": 3, "several": 3}
 
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTH = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d{2})"
-_COUNT = r"(\d+|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|couple|few|several)"
+_COUNT = (r"(\d+|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+          r"twelve|couple|few|several)")
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("iso", re.compile(r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b")),
@@ -38,7 +40,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("yesterday", re.compile(r"\b(yesterday|last night)\b")),
     ("today", re.compile(r"\b(today|tonight|this morning|this afternoon|this evening)\b")),
     ("tomorrow", re.compile(r"\btomorrow\b")),
-    ("weekday", re.compile(r"\b(last|this past|past|next|this|on)\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
+    ("weekday", re.compile(r"\b(last|this past|past|next|this|on)\s+"
+                           r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
     ("ago", re.compile(r"\b" + _COUNT + r"\s+(day|week|month|year)s?\s+ago\b")),
     ("relative_unit", re.compile(r"\b(last|next|this|past)\s+(week|weekend|month|year)\b")),
     ("month_name", re.compile(r"\b(?:in|last|this|next|since|during)\s+" + _MONTH + r"\b")),

@@ -37,6 +37,10 @@ class MessageRow:
     segment_id: int | None
     features: Features
 
+    @property
+    def day(self) -> str:
+        return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=self.timestamp_ms)).date().isoformat()
+
 
 @dataclass(frozen=True)
 class Result:
@@ -52,10 +56,21 @@ class Retrieval:
         self.conn = conn
         self.config = config
         self.rows: dict[int, MessageRow] = {}
+        self._message_words: dict[int, frozenset[str]] = {}
 
     def run(self, plan: QueryPlan, top_k: int, session_id: str | None) -> list[Result]:
+        """The best `top_k` distinct pieces of evidence. When repeated contents leave fewer than
+        `top_k` and the lists were cut at their depth, the lists are read again, deeper."""
+        depth = max(self.config.candidate_depth, top_k)
+        while True:
+            results, exhausted = self._run(plan, top_k, session_id, depth)
+            if len(results) >= top_k or exhausted:
+                return results
+            depth *= 4
+
+    def _run(self, plan: QueryPlan, top_k: int, session_id: str | None,
+             depth: int) -> tuple[list[Result], bool]:
         w = self.config.weight
-        depth = max(self.config.candidate_depth, top_k * 2)
         messages = ranked(self.conn, "message_index", plan.expression, depth, session_id)
         windows = (ranked(self.conn, "window_index", plan.expression, depth, session_id)
                    if w("window") > 0 else [])
@@ -79,19 +94,20 @@ class Retrieval:
             "window": [("window", v) for v in window_order],
             "options": [("message", m) for m, _ in options],
         }
-        facts = [self._facts(c, rank, following) for c, rank in candidates.values()]
-        for name, ranker in RANKERS.items():
-            if w(name) > 0:
-                lists[name] = ranker(plan, facts)
+        rankers = [(name, ranker) for name, ranker in RANKERS.items() if w(name) > 0]
+        facts = [self._facts(c, rank, following, plan) for c, rank in candidates.values()] \
+            if rankers or w("supersession") > 0 else []
+        for name, ranker in rankers:
+            lists[name] = ranker(plan, facts)
         fused = rrf(lists, self.config.weights, self.config.rrf_k)
         self._demote_superseded(plan, fused, facts)
-        by_key = {f.key: f for f in facts}
         order = sorted((c for c, _ in candidates.values() if c.key in fused),
-                       key=lambda c: (-fused[c.key], by_key[c.key].base_rank, c.key))
+                       key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
         contents = {m: row.content for m, row in self.rows.items()}
         flags = self._flags(lists, segments, [c for c, _ in candidates.values()])
-        return [Result(chosen, fused[original.key], flags.get(original.key, ()))
-                for original, chosen in select(order, top_k, contents)]
+        results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
+                   for original, chosen in select(order, top_k, contents)]
+        return results, len(messages) < depth and len(windows) < depth
 
     # ---- loading -------------------------------------------------------------------------
 
@@ -166,29 +182,42 @@ class Retrieval:
             found.setdefault(("message", m), (Candidate("message", m, (m,)), unranked))
         return found
 
-    def _facts(self, candidate: Candidate, base_rank: int, following: dict[int, int]) -> Facts:
+    def _facts(self, candidate: Candidate, base_rank: int, following: dict[int, int],
+               plan: QueryPlan) -> Facts:
         rows = [self.rows[m] for m in candidate.members]
         last = rows[-1]
+        features = [r.features for r in rows]
+        if len(rows) == 1:
+            one = features[0]
+            entities, numbers, dates = frozenset(one.entities), frozenset(one.numbers), one.dates
+        else:
+            entities = frozenset(e for f in features for e in f.entities)
+            numbers = frozenset(n for f in features for n in f.numbers)
+            dates = tuple(d for f in features for d in f.dates)
         return Facts(
             key=candidate.key, base_rank=base_rank,
-            words=self._words(rows) if self.config.weight("coverage") > 0 else frozenset(),
-            entities=frozenset(e for r in rows for e in r.features.entities),
-            numbers=frozenset(n for r in rows for n in r.features.numbers),
-            dates=tuple(d for r in rows for d in r.features.dates),
-            day=_day(last.timestamp_ms),
-            speakers=frozenset(r.features.speaker for r in rows if r.features.speaker),
-            update=any(r.features.update for r in rows),
+            words=self._shared_words(candidate.members, plan.exact)
+            if self.config.weight("coverage") > 0 or plan.asks_current else frozenset(),
+            entities=entities, numbers=numbers, dates=dates,
+            day=last.day,
+            speakers=frozenset(f.speaker for f in features if f.speaker),
+            update=any(f.update for f in features),
             time_ms=last.timestamp_ms,
             follows_hit=following.get(candidate.members[0]) if candidate.view == "message" else None,
         )
 
-    @staticmethod
-    def _words(rows: list[MessageRow]) -> frozenset[str]:
-        words: set[str] = set()
-        for row in rows:
-            text = row.content
-            words.update(_ASCII_WORD.findall(text.lower()) if text.isascii() else words_of(text))
-        return frozenset(words)
+    def _shared_words(self, members: tuple[int, ...], wanted: frozenset[str]) -> frozenset[str]:
+        """The question's exact words that a candidate contains (each message's words are
+        computed once per Search)."""
+        shared: set[str] = set()
+        for m in members:
+            words = self._message_words.get(m)
+            if words is None:
+                text = self.rows[m].content
+                words = self._message_words[m] = frozenset(
+                    _ASCII_WORD.findall(text.lower()) if text.isascii() else words_of(text))
+            shared |= wanted & words
+        return frozenset(shared)
 
     def _demote_superseded(self, plan: QueryPlan, fused: dict[Key, float], facts: list[Facts]) -> None:
         """For a current-state question: once a newer candidate states an update, older candidates
@@ -201,9 +230,8 @@ class Retrieval:
         if not updates:
             return
         newest = max(updates, key=lambda f: f.time_ms)
-        topic = plan.exact & (newest.words or frozenset(plan.exact))
         for f in ranked_facts:
-            if f.time_ms < newest.time_ms and f.key != newest.key and (not f.words or topic & f.words):
+            if f.time_ms < newest.time_ms and f.key != newest.key and newest.words & f.words:
                 fused[f.key] *= 1.0 - weight * (1.0 - SUPERSEDED_KEEP)
 
     def _flags(self, lists: dict[str, list[Key]], segments: dict[int, float],
@@ -218,7 +246,3 @@ class Retrieval:
             if self.rows[candidate.members[-1]].segment_id in segments:
                 flags.setdefault(candidate.key, []).append("segment")
         return {k: tuple(v) for k, v in flags.items()}
-
-
-def _day(ms: int) -> str:
-    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)).date().isoformat()

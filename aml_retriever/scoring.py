@@ -22,7 +22,7 @@ class Facts:
 
     key: Key
     base_rank: int  # its place in its own lexical list: the tie-break of every feature
-    words: frozenset[str]
+    words: frozenset[str]  # the question's exact words it contains
     entities: frozenset[str]
     numbers: frozenset[str]
     dates: tuple[str, ...]
@@ -44,7 +44,7 @@ def coverage(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
     BM25 over stems also counts "runs" for "running"."""
     if not plan.exact:
         return []
-    return _by(facts, lambda f: len(plan.exact & f.words) / len(plan.exact))
+    return _by(facts, lambda f: len(f.words) / len(plan.exact))
 
 
 def entity(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:

@@ -18,6 +18,7 @@ from aml_retriever.store import Store
 from aml_retriever.validation import AddRequest, SearchRequest
 from aml_retriever.views import WINDOW_SEPARATOR, NewMessage, ViewBuilder
 
+
 def iso_utc(ms: int) -> str:
     """ISO 8601 in UTC with a Z; milliseconds only when there are any."""
     moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
@@ -153,6 +154,42 @@ class MemoryService:
                     conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
             self.store.try_checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
+
+    def reindex(self) -> dict[str, int]:
+        """Rebuild every derived row (features, index rows, windows, segments) of every user from
+        the original messages, one transaction per user, for the current settings."""
+        users = messages = 0
+        for path in self.store.shard_paths():
+            conn = self.store.connection_at(path)
+            if conn is None:
+                continue
+            with self.store.write(conn):
+                messages += self._rebuild(conn)
+                self.store.record_index_identity(conn)
+            users += 1
+        self.store.record_index_identity()
+        return {"users": users, "messages": messages}
+
+    def _rebuild(self, conn: sqlite3.Connection) -> int:
+        conn.execute("DELETE FROM views")
+        for index in INDEXES:
+            conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
+        conn.execute("UPDATE sessions SET open_segment_id = NULL")
+        views = ViewBuilder(conn, self.retrieval)
+        rows = conn.execute("SELECT id, session_id, role, content, timestamp_ms FROM messages "
+                            "ORDER BY session_id, timestamp_ms, id").fetchall()
+        for message_id, session_id, role, content, timestamp in rows:
+            features = extract(role, content, timestamp)
+            conn.execute("UPDATE messages SET speaker = ?, features = ? WHERE id = ?",
+                         (features.speaker, features.to_json(), message_id))
+            views.add(NewMessage(message_id, session_id, content, timestamp))
+            terms = views.index_text_of(message_id)
+            conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
+                         (message_id, terms.words, terms.grams))
+        for session_id, segment_id in views.finish().items():
+            conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
+                         (segment_id, session_id))
+        return len(rows)
 
     def stats(self) -> dict[str, Any]:
         """Counts only, never content."""

@@ -47,7 +47,7 @@ class RetrievalConfig:
     # hybrid retrievers; it keeps the top few ranks of each list from dominating.
     rrf_k: float = 60.0
     # How many candidates each list contributes before fusion.
-    candidate_depth: int = 200
+    candidate_depth: int = 100
     # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations).
     window_sizes: tuple[int, ...] = (3,)
     # A session segment ends at a silence this long or at this many messages.

@@ -56,9 +56,10 @@ class Store:
     """A catalog file plus a directory of per-user shard files."""
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
-                 view_shape: str = "") -> None:
+                 view_shape: str = "", reindexing: bool = False) -> None:
         self.path = Path(path)
         self.index_identity = index_identity(view_shape or RetrievalConfig().index_identity())
+        self._reindexing = reindexing
         self.shard_dir = Path(str(self.path) + ".users")
         self.synchronous = synchronous
         self._local = threading.local()
@@ -88,7 +89,7 @@ class Store:
 
     def _check_index_identity(self, conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
-        if row and row[0] != self.index_identity:
+        if row and row[0] != self.index_identity and not self._reindexing:
             raise StoreError(f"{self.path} was indexed with other settings ({row[0]}; these "
                              f"settings make {self.index_identity}); run `reindex` to rebuild it "
                              "for these settings, or use the settings that wrote it", "db")
@@ -211,6 +212,23 @@ class Store:
             if conn in self._all_connections:
                 self._all_connections.remove(conn)
         conn.close()
+
+    def connection_at(self, path: Path) -> sqlite3.Connection | None:
+        """This thread's connection to a user file found on disk (whole-store operations)."""
+        cache = self._thread_cache()
+        if path not in cache:
+            conn = self._open_shard(path, create=False)
+            if conn is None:
+                return None
+            cache[path] = conn
+        return cache[path]
+
+    def record_index_identity(self, conn: sqlite3.Connection | None = None) -> None:
+        """Stamp a file (or the catalog) as indexed with this store's settings (after reindex)."""
+        target = conn or sqlite3.connect(self.path, isolation_level=None)
+        target.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (self.index_identity,))
+        if conn is None:
+            target.close()
 
     def shard_paths(self) -> list[Path]:
         return sorted(self.shard_dir.glob("??/*.db"))

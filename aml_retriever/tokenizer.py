@@ -63,6 +63,8 @@ class IndexText:
 
 def is_gram_char(ch: str) -> bool:
     code = ord(ch)
+    if code < _GRAM_RANGES[0][0]:  # most text: Latin, Cyrillic, Greek, Arabic, Devanagari...
+        return False
     return any(lo <= code <= hi for lo, hi in _GRAM_RANGES)
 
 

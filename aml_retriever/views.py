@@ -54,30 +54,35 @@ class ViewBuilder:
         self._segments: dict[int, _Segment] = {}
         self._open: dict[str, int | None] = {}
 
-    def index_text_of(self, message_id: int, content: str | None = None) -> IndexText:
+    def index_text_of(self, message_id: int) -> IndexText:
+        """A message's index terms, computed once per Add (older messages read back when a
+        window or segment reaches them)."""
         if message_id not in self._texts:
-            if content is None:
-                content = self.conn.execute("SELECT content FROM messages WHERE id = ?",
-                                            (message_id,)).fetchone()[0]
+            content = self.conn.execute("SELECT content FROM messages WHERE id = ?",
+                                        (message_id,)).fetchone()[0]
             self._texts[message_id] = index_text(content)
         return self._texts[message_id]
 
     def add(self, message: NewMessage) -> None:
         self._texts[message.id] = index_text(message.content)
-        for size in self.config.window_sizes:
-            self._add_window(message, size)
+        made: set[tuple[int, ...]] = set()
+        for size in sorted(self.config.window_sizes):
+            self._add_window(message, size, made)
         self._join_segment(message)
 
-    def _add_window(self, message: NewMessage, size: int) -> None:
+    def _add_window(self, message: NewMessage, size: int, made: set[tuple[int, ...]]) -> None:
+        """The window of `size` ending at the message; near a session's start, where a larger
+        size has no more predecessors than a smaller one, the same window is not made twice."""
         previous = self.conn.execute(
             "SELECT id, timestamp_ms FROM messages WHERE session_id = ? AND id != ? AND "
             "(timestamp_ms < ? OR (timestamp_ms = ? AND id < ?)) "
             "ORDER BY timestamp_ms DESC, id DESC LIMIT ?",
             (message.session_id, message.id, message.timestamp_ms, message.timestamp_ms,
              message.id, size - 1)).fetchall()
-        if not previous:
-            return
         members = [row[0] for row in reversed(previous)] + [message.id]
+        if not previous or tuple(members) in made:
+            return
+        made.add(tuple(members))
         start_ms = previous[-1][1]
         view_id = self.conn.execute(
             "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "

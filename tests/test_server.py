@@ -30,12 +30,14 @@ def test_keep_alive_serves_many_requests_on_one_connection(client):
 
 def test_a_full_queue_gets_a_quick_503_with_retry_after(make_app):
     app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
-    holders = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(2)]
+    holders = []
     try:
-        time.sleep(0.3)  # one holder occupies the worker, the other fills the queue
+        for _ in range(2):  # the first occupies the worker, the second fills the queue
+            holders.append(socket.create_connection(("127.0.0.1", app.port)))
+            time.sleep(0.3)
         started = time.monotonic()
         response = Client(app.port).request("GET", "/health")
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 1.0  # answered at once, not after a worker frees
         assert response.status == 503
         assert response.headers["retry-after"] == "1"
         assert response.body["error"]["code"] == "overloaded"
@@ -114,7 +116,8 @@ def test_sigterm_finishes_requests_in_flight_and_exits_cleanly(tmp_path):
     process2, port2 = _start_server(tmp_path / "aml.db")
     try:
         data = Client(port2).search("alice", "gecko", top_k=100).body["data"]
-        assert len(data) == 8  # 8 Adds, each 20 copies of one content: 8 distinct contents
+        found = "\n".join(item["content"] for item in data).split("\n")
+        assert sorted(found) == sorted(f"graceful gecko {i}" for i in range(8))  # each once
     finally:
         process2.send_signal(signal.SIGINT)
         assert process2.wait(timeout=15) == 0

@@ -1,0 +1,60 @@
+"""Dates in text resolve against the message time, at the precision the text gives."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from aml_retriever.dates import covers, extract_dates
+
+THURSDAY_25_MAY_2023 = int(dt.datetime(2023, 5, 25, 14, 0, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("I went hiking last Saturday", ["2023-05-20"]),
+    ("we met yesterday", ["2023-05-24"]),
+    ("last night was loud", ["2023-05-24"]),
+    ("the party is tonight", ["2023-05-25"]),
+    ("see you tomorrow", ["2023-05-26"]),
+    ("two weeks ago we moved", ["2023-05-11"]),
+    ("3 days ago", ["2023-05-22"]),
+    ("a couple of days ago", ["2023-05-23"]),
+    ("a month ago", ["2023-04"]),
+    ("two years ago", ["2021"]),
+    ("last week", ["2023-05-18"]),
+    ("next week", ["2023-06-01"]),
+    ("last month", ["2023-04"]),
+    ("next month", ["2023-06"]),
+    ("last year", ["2022"]),
+    ("next Monday", ["2023-05-29"]),
+    ("last Thursday", ["2023-05-18"]),
+    ("on Tuesday", ["2023-05-23"]),
+    ("on 7 May 2023", ["2023-05-07"]),
+    ("May 7th, 2023", ["2023-05-07"]),
+    ("the 3rd of June 2022", ["2022-06-03"]),
+    ("2023-05-07", ["2023-05-07"]),
+    ("in May 2023", ["2023-05"]),
+    ("in 2019", ["2019"]),
+    ("since March", ["2023-03"]),
+    ("in December", ["2022-12"]),
+    ("next December", ["2023-12"]),
+    ("on 31 February 2023", ["2023-02"]),  # no such day: the month still stands
+    ("this may be nothing", []),
+    ("nothing temporal here", []),
+    ("yesterday and last Saturday", ["2023-05-24", "2023-05-20"]),
+])
+def test_dates_resolve_against_the_message_time(text, expected):
+    assert extract_dates(text, THURSDAY_25_MAY_2023) == expected
+
+
+def test_a_specific_date_is_not_read_again_as_a_vaguer_one():
+    assert extract_dates("on 7 May 2023", THURSDAY_25_MAY_2023) == ["2023-05-07"]
+
+
+@pytest.mark.parametrize("period,date,expected", [
+    ("2023-05", "2023-05-20", True), ("2023", "2023-05-20", True), ("2023-05-20", "2023-05", True),
+    ("2023-06", "2023-05-20", False), ("2022", "2023", False),
+])
+def test_covers_compares_periods_of_any_precision(period, date, expected):
+    assert covers(period, date) is expected

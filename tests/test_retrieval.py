@@ -1,0 +1,181 @@
+"""Each ranking signal changes the ranking where it should, and only there: every test compares
+the signal on against the same configuration with it off (the control)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from aml_retriever.service import MemoryService
+from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
+from aml_retriever.validation import AddRequest, Message, SearchRequest
+
+DAY_MS = 86_400_000
+T0 = int(dt.datetime(2023, 1, 10, 12, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+@pytest.fixture
+def svc(tmp_path: Any) -> Any:
+    service = MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")
+    yield service
+    service.close()
+
+
+def add(svc: MemoryService, session: str, *contents: str, start_ms: int = T0, role: str = "user",
+        step_ms: int = 1000) -> None:
+    messages = tuple(Message(role, c, start_ms + i * step_ms) for i, c in enumerate(contents))
+    svc.add(AddRequest(f"r{session}{start_ms}{contents[0][:8]}{role}", "u", session, messages))
+
+
+def only(**weights: float) -> RetrievalConfig:
+    return RetrievalConfig(weights={"lexical": 1.0, **weights})
+
+
+def contents(svc: MemoryService, query: str, config: RetrievalConfig, top_k: int = 10) -> list[str]:
+    svc.retrieval = config
+    return [r["content"] for r in svc.search(SearchRequest(query, "u", top_k, (), None))["data"]]
+
+
+def test_window_joins_a_question_split_over_consecutive_turns(svc):
+    add(svc, "s1", "Which city did you visit in spring?", "Lisbon, and the tiles were lovely.",
+        "Unrelated chatter about spring cleaning.")
+    assert contents(svc, "city tiles", only())[0] != \
+        "Which city did you visit in spring?\nLisbon, and the tiles were lovely."
+    assert contents(svc, "city tiles", only(window=2.0))[0] == \
+        "Which city did you visit in spring?\nLisbon, and the tiles were lovely."
+
+
+def test_segment_favours_a_turn_whose_conversation_is_about_the_question(svc):
+    add(svc, "s1", "I bought a guitar yesterday", "the weather is grey", start_ms=T0)
+    add(svc, "s2", "lessons start on monday", "I bought a guitar today", start_ms=T0 + 10 * DAY_MS)
+    query = "guitar lessons"
+    assert contents(svc, query, only())[:2] == ["lessons start on monday", "I bought a guitar yesterday"]
+    ranked = contents(svc, query, only(segment=1.0))
+    assert ranked.index("I bought a guitar today") < ranked.index("I bought a guitar yesterday")
+
+
+def test_coverage_prefers_the_words_as_written_over_their_stems(svc):
+    add(svc, "s1", "runs shoes")
+    add(svc, "s2", "my new running shoes arrived from the store", start_ms=T0 + DAY_MS)
+    assert contents(svc, "running shoes", only())[0] == "runs shoes"
+    assert contents(svc, "running shoes", only(coverage=2.0))[0] == \
+        "my new running shoes arrived from the store"
+
+
+def test_entity_prefers_the_name_the_question_asks_about(svc):
+    add(svc, "s1", "she liked the novel, the novel, marta said")
+    add(svc, "s2", "Marta wrote a novel once in her long life", start_ms=T0 + DAY_MS)
+    query = "Did Marta like the novel?"
+    assert contents(svc, query, only())[0] == "she liked the novel, the novel, marta said"
+    assert contents(svc, query, only(entity=2.0))[0] == "Marta wrote a novel once in her long life"
+
+
+def test_number_matches_digits_and_number_words(svc):
+    add(svc, "s1", "I have cats")
+    add(svc, "s2", "we have 2 cats at home now", start_ms=T0 + DAY_MS)
+    assert contents(svc, "two cats", only())[0] == "I have cats"
+    assert contents(svc, "two cats", only(number=2.0))[0] == "we have 2 cats at home now"
+
+
+def test_date_answers_when_with_the_turn_that_carries_a_date(svc):
+    add(svc, "s1", "hiking is fun")
+    add(svc, "s2", "I went hiking last Saturday with friends", start_ms=T0 + DAY_MS)
+    assert contents(svc, "When did you go hiking?", only())[0] == "hiking is fun"
+    assert contents(svc, "When did you go hiking?", only(date=2.0))[0] == \
+        "I went hiking last Saturday with friends"
+    # control: a question that is not about time is left alone
+    assert contents(svc, "Do you like hiking?", only(date=2.0))[0] == "hiking is fun"
+
+
+def test_date_matches_a_named_month_by_message_time(svc):
+    add(svc, "s1", "a walk by the river", start_ms=T0)
+    add(svc, "s2", "another long walk by the river", start_ms=int(
+        dt.datetime(2023, 5, 3, tzinfo=dt.UTC).timestamp() * 1000))
+    assert contents(svc, "river walk in May 2023", only())[0] == "a walk by the river"
+    assert contents(svc, "river walk in May 2023", only(date=2.0))[0] == "another long walk by the river"
+
+
+def test_speaker_prefers_the_turns_of_the_person_named(svc):
+    add(svc, "s1", "I love painting", role="Caroline")
+    add(svc, "s2", "I love painting landscapes in the summer", role="Melanie", start_ms=T0 + DAY_MS)
+    query = "What does Melanie love painting?"
+    assert contents(svc, query, only())[0] == "I love painting"
+    assert contents(svc, query, only(speaker=2.0))[0] == "I love painting landscapes in the summer"
+
+
+def test_speaker_is_read_from_a_name_prefix_when_the_role_is_generic(svc):
+    add(svc, "s1", "Caroline: I love painting")
+    add(svc, "s2", "Melanie: I love painting landscapes in the summer", start_ms=T0 + DAY_MS)
+    assert contents(svc, "What does Melanie love painting?", only(speaker=2.0))[0] == \
+        "Melanie: I love painting landscapes in the summer"
+
+
+def test_adjacency_brings_the_answer_that_follows_the_question_turn(svc):
+    add(svc, "s1", "Where did you travel last spring?", "Peru, it was amazing.")
+    assert "Peru, it was amazing." not in contents(svc, "travel spring", only())
+    assert contents(svc, "travel spring", only(adjacency=1.0))[:2] == \
+        ["Where did you travel last spring?", "Peru, it was amazing."]
+
+
+def test_recency_prefers_the_newer_of_equal_matches(svc):
+    add(svc, "s1", "the red bicycle", start_ms=T0)
+    add(svc, "s2", "the red bicycle!", start_ms=T0 + DAY_MS)
+    assert contents(svc, "red bicycle", only())[0] == "the red bicycle"
+    assert contents(svc, "red bicycle", only(recency=2.0))[0] == "the red bicycle!"
+
+
+def test_supersession_puts_the_newer_update_first_for_current_state_questions(svc):
+    add(svc, "s1", "I live in Berlin", start_ms=T0)
+    add(svc, "s2", "We moved to Munich last month and now live near the park",
+        start_ms=T0 + 60 * DAY_MS)
+    current = "Where do I currently live?"
+    assert contents(svc, current, only())[0] == "I live in Berlin"
+    ranked = contents(svc, current, only(supersession=1.0))
+    assert ranked[0] == "We moved to Munich last month and now live near the park"
+    assert "I live in Berlin" in ranked  # demoted, never removed
+
+
+def test_supersession_stays_off_for_historical_questions(svc):
+    add(svc, "s1", "I live in Berlin", start_ms=T0)
+    add(svc, "s2", "We moved to Munich last month and now live near the park",
+        start_ms=T0 + 60 * DAY_MS)
+    for question in ("Where did I live before?", "Where did I first live?", "Where do I live?"):
+        assert contents(svc, question, only(supersession=1.0))[0] == "I live in Berlin", question
+
+
+def test_every_signal_can_be_switched_off_and_unknown_names_are_refused():
+    config = RetrievalConfig()
+    for name in SIGNAL_NAMES:
+        assert config.without(name).weight(name) == 0.0
+    with pytest.raises(ValueError, match="unknown signal 'bogus'; known: lexical"):
+        config.without("bogus")
+    with pytest.raises(ValueError, match="unknown signal"):
+        RetrievalConfig(weights={"bogus": 1.0})
+
+
+def test_a_question_of_only_stop_words_still_answers(svc):
+    add(svc, "s1", "what is it", "something else entirely")
+    assert contents(svc, "What is it?", RetrievalConfig())[0] == "what is it"
+
+
+def test_results_never_repeat_evidence_across_views(svc):
+    add(svc, "s1", *[f"tea note {i} about green tea" for i in range(12)])
+    data = svc.search(SearchRequest("green tea", "u", 50, (), None))["data"]
+    sources = [m for r in data for m in r["source_message_ids"]]
+    assert len(sources) == len(set(sources)) == 12
+    assert {r["view"] for r in data} <= {"message", "window"}
+    assert len({r["content"] for r in data}) == len(data)
+
+
+@pytest.mark.parametrize("first,second,query", [
+    ("我们明天去北京", "坐高铁大概五个小时", "北京 高铁"),
+    ("明日は東京に行きます", "新幹線で三時間です", "東京 新幹線"),
+    ("내일 서울에 가요", "기차로 세 시간 걸려요", "서울 기차"),
+    ("Завтра едем в Москву", "поездом восемь часов", "Москву поездом"),
+])
+def test_multi_script_queries_work_through_windows(svc, first, second, query):
+    add(svc, "s1", first, second, "unrelated filler text here")
+    assert contents(svc, query, only(window=2.0))[0] == f"{first}\n{second}"
+    assert contents(svc, query.split()[0], RetrievalConfig())[0].startswith(first)
