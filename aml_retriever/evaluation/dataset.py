@@ -1,0 +1,171 @@
+"""The one shape every evaluation reads: conversations of Adds, and questions with gold evidence.
+
+Two file formats load into it:
+
+- a **dataset** (`{"format": "aml-eval/1", "conversations": [...]}`), what the synthetic
+  generator writes: each conversation has `user_id`, `adds` (the /add request bodies, in order)
+  and `questions`, each question's evidence given as `{"request_id", "position", "content"}`
+  (the Add that carried it, the message's index in that Add, and its exact text);
+- a **replay file** (one conversation: `user_id`, `adds`, `dia` mapping a turn id to
+  `{"content", "add", ...}`, and `questions` whose `evidence` lists turn ids), what
+  `scripts/prepare_public_data.py` writes from LoCoMo and LongMemEval.
+
+Gold evidence is matched to results by its exact text (see metrics.py): message ids are opaque
+and assigned by the server, so the text is the one identifier every server shares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+FORMAT = "aml-eval/1"
+# LoCoMo's numbered categories; 5 is its adversarial class (see docs/EVAL.md).
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
+                     5: "adversarial"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    request_id: str
+    position: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    question: str
+    suite: str
+    category: str
+    evidence: tuple[Evidence, ...]
+    answer: str
+    adversarial: bool = False
+    difficulty: str = ""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    user_id: str
+    adds: tuple[dict[str, Any], ...]
+    questions: tuple[Question, ...]
+
+    @property
+    def message_count(self) -> int:
+        return sum(len(add["messages"]) for add in self.adds)
+
+
+# ---- dataset files ---------------------------------------------------------------------------
+
+def question_to_json(q: Question) -> dict[str, Any]:
+    return {"qid": q.qid, "question": q.question, "suite": q.suite, "category": q.category,
+            "difficulty": q.difficulty, "adversarial": q.adversarial, "answer": q.answer,
+            "evidence": [{"request_id": e.request_id, "position": e.position, "content": e.content}
+                         for e in q.evidence]}
+
+
+def question_from_json(data: Mapping[str, Any]) -> Question:
+    evidence = tuple(Evidence(e["request_id"], int(e["position"]), e["content"])
+                     for e in data.get("evidence", []))
+    return Question(data["qid"], data["question"], data.get("suite", ""), str(data["category"]),
+                    evidence, str(data.get("answer", "")), bool(data.get("adversarial", False)),
+                    data.get("difficulty", ""))
+
+
+def conversation_to_json(c: Conversation) -> dict[str, Any]:
+    return {"user_id": c.user_id, "adds": list(c.adds),
+            "questions": [question_to_json(q) for q in c.questions]}
+
+
+def dataset_to_json(conversations: Iterable[Conversation], meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {"format": FORMAT, **meta,
+            "conversations": [conversation_to_json(c) for c in conversations]}
+
+
+def dumps(data: Any) -> str:
+    """The one serialisation of generated files: fixed separators and key order, so the same
+    seed gives byte-identical files."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---- replay files ----------------------------------------------------------------------------
+
+def from_replay(data: Mapping[str, Any], suite: str | None = None) -> Conversation:
+    """A replay file (LoCoMo or LongMemEval converted) as a Conversation. Evidence turn ids that
+    the file does not define are dropped (the converter reports them); the position of a turn in
+    its Add is found by its exact content."""
+    adds = tuple(data["adds"])
+    dia = data["dia"]
+    name = suite or data.get("source", "locomo")
+    questions = []
+    for raw in data["questions"]:
+        evidence = []
+        for turn_id in raw.get("evidence", []):
+            turn = dia.get(turn_id)
+            if turn is None:
+                continue
+            evidence.append(_locate_turn(adds, turn))
+        category = raw.get("category")
+        numbered = isinstance(category, int) and name == "locomo"
+        label = LOCOMO_CATEGORIES.get(category, str(category)) if numbered else str(category)
+        # LoCoMo's category 5 is adversarial even where an answer was annotated.
+        adversarial = bool(raw.get("adversarial", False)) or (numbered and category == 5)
+        questions.append(Question(raw["qid"], raw["question"], name, label, tuple(evidence),
+                                  str(raw.get("answer", "")), adversarial))
+    return Conversation(data["user_id"], adds, tuple(questions))
+
+
+def _locate_turn(adds: tuple[dict[str, Any], ...], turn: Mapping[str, Any]) -> Evidence:
+    add = adds[turn["add"]]
+    for position, message in enumerate(add["messages"]):
+        if message["content"] == turn["content"]:
+            return Evidence(add["request_id"], position, turn["content"])
+    raise ValueError(f"turn content not found in Add {add['request_id']}")
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def load(path: str | Path) -> list[Conversation]:
+    """Every conversation in a dataset file or a replay file."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return [Conversation(c["user_id"], tuple(c["adds"]),
+                             tuple(question_from_json(q) for q in c["questions"]))
+                for c in data["conversations"]]
+    if isinstance(data, dict) and {"adds", "dia", "questions"} <= data.keys():
+        return [from_replay(data)]
+    raise ValueError(f"{path}: neither an {FORMAT} dataset nor a replay file")
+
+
+def load_many(paths: Iterable[str | Path]) -> list[Conversation]:
+    """Conversations of several files; a directory stands for its *.json files, in name order."""
+    out: list[Conversation] = []
+    for path in _expand(paths):
+        out.extend(load(path))
+    return out
+
+
+def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from sorted(path.glob("*.json"))
+        else:
+            yield path
+
+
+def with_prefix(c: Conversation, prefix: str) -> Conversation:
+    """The same conversation under a prefixed user id and request ids, so a rerun against a server
+    that already holds it writes fresh users instead of replaying (or conflicting with) old Adds."""
+    if not prefix:
+        return c
+    adds = tuple({**add, "user_id": prefix + add["user_id"],
+                  "request_id": prefix + add["request_id"]} for add in c.adds)
+    questions = tuple(replace(q, evidence=tuple(replace(e, request_id=prefix + e.request_id)
+                                                for e in q.evidence))
+                      for q in c.questions)
+    return Conversation(prefix + c.user_id, adds, questions)
