@@ -7,7 +7,7 @@ candidate near the top of several lists beats one that tops a single list.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -37,13 +37,15 @@ class Candidate:
         return (self.view, self.view_id)
 
 
-def select(order: Sequence[Candidate], top_k: int,
-           content_of: Mapping[int, str]) -> list[tuple[Candidate, Candidate]]:
+def select(order: Sequence[Candidate], top_k: int, content_of: Mapping[int, str],
+           matches: Callable[[int], bool]) -> list[tuple[Candidate, Candidate]]:
     """Walk the fused order and return each piece of evidence once. A message counts as returned
-    when it, or a message with the same content, was returned before; a candidate with nothing new
-    is skipped, and a window holding some returned messages is cut to the new ones (so a message
-    and the window holding it are never both returned, and no two results carry the same
-    content). Returns (candidate, what is returned of it)."""
+    when it, or a message with the same content, was returned before; a window holding some
+    returned messages is cut to the new ones (so a message and the window holding it are never
+    both returned, and no two results carry the same content). A candidate whose new messages
+    match none of the query (`matches`) is skipped: what made a window rank was returned already,
+    and its leftover neighbours would only spend the reader's budget. Returns (candidate, what is
+    returned of it)."""
     covered: set[int] = set()
     seen: set[str] = set()
     chosen: list[tuple[Candidate, Candidate]] = []
@@ -54,7 +56,7 @@ def select(order: Sequence[Candidate], top_k: int,
                 fresh.append(m)
                 seen.add(content_of[m])
         covered.update(candidate.members)
-        if not fresh:
+        if not any(matches(m) for m in fresh):
             continue
         returned = candidate
         if len(fresh) == 1:

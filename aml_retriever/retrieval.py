@@ -17,7 +17,7 @@ from aml_retriever.fusion import Candidate, rrf, select
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
-from aml_retriever.tokenizer import words_of
+from aml_retriever.tokenizer import index_text, words_of
 
 # How many top lexical hits lend their next turn an adjacency boost.
 ADJACENT_TO_TOP = 10
@@ -105,8 +105,11 @@ class Retrieval:
                        key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
         contents = {m: row.content for m, row in self.rows.items()}
         flags = self._flags(lists, segments, [c for c, _ in candidates.values()])
+        # Messages that are candidates in their own right (a lexical, option or adjacency hit).
+        hits = {view_id for view, view_id in candidates if view == "message"}
         results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
-                   for original, chosen in select(order, top_k, contents)]
+                   for original, chosen in select(order, top_k, contents,
+                                                  lambda m: m in hits or self._matches(m, plan))]
         return results, len(messages) < depth and len(windows) < depth
 
     # ---- loading -------------------------------------------------------------------------
@@ -205,6 +208,15 @@ class Retrieval:
             time_ms=last.timestamp_ms,
             follows_hit=following.get(candidate.members[0]) if candidate.view == "message" else None,
         )
+
+    def _matches(self, message_id: int, plan: QueryPlan) -> bool:
+        """Whether a message holds a word or an n-gram of the question (for a message beyond
+        the lexical lists)."""
+        if self._shared_words((message_id,), plan.exact):
+            return True
+        content = self.rows[message_id].content
+        return bool(plan.terms.grams) and not content.isascii() and bool(
+            set(plan.terms.grams) & set(index_text(content).grams.split()))
 
     def _shared_words(self, members: tuple[int, ...], wanted: frozenset[str]) -> frozenset[str]:
         """The question's exact words that a candidate contains (each message's words are

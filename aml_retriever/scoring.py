@@ -88,7 +88,8 @@ def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
     Guarded: silent for every other question (including historical ones, see query.py)."""
     if not plan.asks_current:
         return []
-    updates = [f for f in facts if f.update]
+    # Only statements about the question's subject: an update must share a word with it.
+    updates = [f for f in facts if f.update and f.words]
     return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
 
 

@@ -157,15 +157,28 @@ class QueryTerms:
         return bool(self.words or self.grams)
 
 
+def is_ideograph(cluster: str) -> bool:
+    code = ord(cluster[0])
+    return 0x3400 <= code <= 0x9FFF or 0xF900 <= code <= 0xFAFF or code >= 0x20000
+
+
 def query_terms(query: str) -> QueryTerms:
     """The terms a query searches for. A gram run of two or more clusters is searched by its
-    bigrams only: they are what carries the meaning, and unigrams would match nearly everything."""
+    bigrams, which carry the meaning, plus its ideographs alone (妹 in 妹の仕事 must find
+    妹は獣医です, whose bigrams differ); other single characters (kana particles, Hangul
+    syllables, Thai letters) would match nearly everything and are left out. Bigrams first, so
+    the term cap keeps them."""
     words, runs, symbols = _gram_runs(normalize(query))
-    grams: list[str] = []
+    bigrams: list[str] = []
+    ideographs: list[str] = []
     for run in runs:
-        grams += run if len(run) == 1 else [a + b for a, b in pairwise(run)]
+        if len(run) == 1:
+            bigrams += run
+        else:
+            bigrams += [a + b for a, b in pairwise(run)]
+            ideographs += [c for c in run if is_ideograph(c)]
     return QueryTerms(words=_unique(words.split(), MAX_QUERY_TERMS),
-                      grams=_unique(grams + symbols, MAX_QUERY_TERMS))
+                      grams=_unique(bigrams + symbols + ideographs, MAX_QUERY_TERMS))
 
 
 def quote(term: str) -> str:

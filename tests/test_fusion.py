@@ -45,18 +45,28 @@ CONTENT = {1: "one", 2: "two", 3: "three", 4: "one", 5: "five"}
 def test_select_cuts_windows_to_what_was_not_returned_yet():
     order = [Candidate("message", 2, (2,)), Candidate("window", 9, (1, 2, 3)),
              Candidate("window", 8, (2, 3)), Candidate("message", 3, (3,))]
-    chosen = [returned for _, returned in select(order, 10, CONTENT)]
+    chosen = [returned for _, returned in select(order, 10, CONTENT, lambda m: True)]
     assert chosen == [Candidate("message", 2, (2,)), Candidate("window", 9, (1, 3))]
 
 
 def test_select_skips_repeated_content_and_stops_at_top_k():
     order = [Candidate("message", 1, (1,)), Candidate("message", 4, (4,)),
              Candidate("message", 5, (5,)), Candidate("message", 2, (2,))]
-    chosen = [returned for _, returned in select(order, 2, CONTENT)]
+    chosen = [returned for _, returned in select(order, 2, CONTENT, lambda m: True)]
     assert chosen == [Candidate("message", 1, (1,)), Candidate("message", 5, (5,))]
 
 
 def test_a_window_reduced_to_one_message_is_returned_as_that_message():
     order = [Candidate("message", 1, (1,)), Candidate("window", 7, (1, 2))]
-    chosen = [returned for _, returned in select(order, 10, CONTENT)]
+    chosen = [returned for _, returned in select(order, 10, CONTENT, lambda m: True)]
     assert chosen[1] == Candidate("message", 2, (2,))
+
+
+def test_a_window_whose_new_messages_match_nothing_is_skipped():
+    order = [Candidate("message", 1, (1,)), Candidate("window", 7, (1, 2, 3)),
+             Candidate("message", 5, (5,))]
+    chosen = [returned for _, returned in select(order, 10, CONTENT, lambda m: m in (1, 5))]
+    assert chosen == [Candidate("message", 1, (1,)), Candidate("message", 5, (5,))]
+    # control: when its new messages do match, the cut window is returned
+    chosen = [returned for _, returned in select(order, 10, CONTENT, lambda m: True)]
+    assert chosen[1] == Candidate("window", 7, (2, 3))

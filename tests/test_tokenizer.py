@@ -50,9 +50,11 @@ def test_emoji_are_indexed_as_symbols_without_presentation_selectors():
     assert index_text("launch 🚀 ❤️").grams.split() == ["🚀", "❤"]
 
 
-def test_query_gram_runs_use_bigrams_only_but_single_characters_stay():
-    assert query_terms("北京烤鸭").grams == ["北京", "京烤", "烤鸭"]
+def test_query_gram_runs_use_bigrams_then_ideographs_but_no_lone_kana():
+    assert query_terms("北京烤鸭").grams == ["北京", "京烤", "烤鸭", "北", "京", "烤", "鸭"]
     assert query_terms("猫").grams == ["猫"]
+    assert query_terms("すしです").grams == ["すし", "しで", "です"]  # no lone kana
+    assert query_terms("서울에").grams == ["서울", "울에"]
 
 
 def test_query_terms_are_capped_and_unique():
