@@ -50,8 +50,9 @@ class RetrievalConfig:
     # Reciprocal-rank fusion constant: 60 is the value of the original RRF paper and of most
     # hybrid retrievers; it keeps the top few ranks of each list from dominating.
     rrf_k: float = 60.0
-    # How many candidates each list contributes before fusion.
-    candidate_depth: int = 100
+    # How many candidates each list contributes before fusion (at least top_k). At top_k 10 on
+    # LoCoMo dev, 30 kept MRR (.636 vs .637 at 100) at half the latency (3.3 vs 6.8 ms p50).
+    candidate_depth: int = 30
     # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations).
     window_sizes: tuple[int, ...] = (3,)
     # A session segment ends at a silence this long or at this many messages.
