@@ -43,6 +43,20 @@ class MessageRow:
 
 
 @dataclass(frozen=True)
+class _Hits:
+    """What the indexes returned for one Search: (id, BM25) lists and what they point at."""
+
+    messages: list[tuple[int, float]]
+    windows: list[tuple[int, float]]
+    segments: dict[int, float]
+    options: list[tuple[int, float]]
+    window_members: dict[int, list[int]]
+    following: dict[int, int]  # the turn after a top hit: {its id: the hit's rank}
+    message_order: list[int]  # messages by BM25 mixed with their segment's
+    window_order: list[int]
+
+
+@dataclass(frozen=True)
 class Result:
     candidate: Candidate
     score: float
@@ -70,6 +84,25 @@ class Retrieval:
 
     def _run(self, plan: QueryPlan, top_k: int, session_id: str | None,
              depth: int) -> tuple[list[Result], bool]:
+        hits = self._hits(plan, depth, session_id)
+        plan = replace(plan, speakers=self._named_speakers(plan))
+        candidates = self._candidates(hits)
+        lists, facts = self._lists(plan, hits, candidates)
+        fused = rrf(lists, self.config.weights, self.config.rrf_k)
+        self._demote_superseded(plan, fused, facts)
+        order = sorted((c for c, _ in candidates.values() if c.key in fused),
+                       key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
+        flags = self._flags(lists, hits.segments, [c for c, _ in candidates.values()])
+        contents = {m: row.content for m, row in self.rows.items()}
+        # Messages that are candidates in their own right (a lexical, option or adjacency hit).
+        own = {view_id for view, view_id in candidates if view == "message"}
+        results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
+                   for original, chosen in select(order, top_k, contents,
+                                                  lambda m: m in own or self._matches(m, plan))]
+        return results, len(hits.messages) < depth and len(hits.windows) < depth
+
+    def _hits(self, plan: QueryPlan, depth: int, session_id: str | None) -> _Hits:
+        """Every index hit the signals switched on need, with the rows they point at loaded."""
         w = self.config.weight
         messages = ranked(self.conn, "message_index", plan.expression, depth, session_id)
         windows = (ranked(self.conn, "window_index", plan.expression, depth, session_id)
@@ -79,38 +112,31 @@ class Retrieval:
         options = (ranked(self.conn, "message_index", plan.options_expression, depth, session_id)
                    if w("options") > 0 else [])
         window_members = self._window_members([v for v, _ in windows])
-        following = self._following([m for m, _ in messages[:ADJACENT_TO_TOP]]) \
-            if w("adjacency") > 0 else {}
+        following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]])
+                     if w("adjacency") > 0 else {})
         self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
                         | {m for members in window_members.values() for m in members})
-        plan = replace(plan, speakers=self._named_speakers(plan))
+        return _Hits(messages, windows, segments, options, window_members, following,
+                     message_order=self._mixed_order(messages, segments, lambda m: [m]),
+                     window_order=self._mixed_order(windows, segments,
+                                                    lambda v: window_members[v]))
 
-        message_order = self._mixed_order(messages, segments, lambda m: [m])
-        window_order = self._mixed_order(windows, segments, lambda v: window_members[v])
-        candidates = self._candidates(message_order, window_order, options, following,
-                                      window_members)
+    def _lists(self, plan: QueryPlan, hits: _Hits, candidates: dict[Key, tuple[Candidate, int]]
+               ) -> tuple[dict[str, list[Key]], list[Facts]]:
+        """Every ranked list fusion reads (the lexical ones, then one per feature signal on), and
+        the facts the features were read from."""
         lists: dict[str, list[Key]] = {
-            "lexical": [("message", m) for m in message_order],
-            "window": [("window", v) for v in window_order],
-            "options": [("message", m) for m, _ in options],
+            "lexical": [("message", m) for m in hits.message_order],
+            "window": [("window", v) for v in hits.window_order],
+            "options": [("message", m) for m, _ in hits.options],
         }
-        rankers = [(name, ranker) for name, ranker in RANKERS.items() if w(name) > 0]
-        facts = [self._facts(c, rank, following, plan) for c, rank in candidates.values()] \
-            if rankers or w("supersession") > 0 else []
+        rankers = [(name, ranker) for name, ranker in RANKERS.items() if self.config.weight(name) > 0]
+        if not rankers:
+            return lists, []
+        facts = [self._facts(c, rank, hits.following, plan) for c, rank in candidates.values()]
         for name, ranker in rankers:
             lists[name] = ranker(plan, facts)
-        fused = rrf(lists, self.config.weights, self.config.rrf_k)
-        self._demote_superseded(plan, fused, facts)
-        order = sorted((c for c, _ in candidates.values() if c.key in fused),
-                       key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
-        contents = {m: row.content for m, row in self.rows.items()}
-        flags = self._flags(lists, segments, [c for c, _ in candidates.values()])
-        # Messages that are candidates in their own right (a lexical, option or adjacency hit).
-        hits = {view_id for view, view_id in candidates if view == "message"}
-        results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
-                   for original, chosen in select(order, top_k, contents,
-                                                  lambda m: m in hits or self._matches(m, plan))]
-        return results, len(messages) < depth and len(windows) < depth
+        return lists, facts
 
     # ---- loading -------------------------------------------------------------------------
 
@@ -171,17 +197,15 @@ class Retrieval:
 
         return [i for i, _ in sorted(hits, key=lambda h: (-mixed(h), h[0]))]
 
-    def _candidates(self, message_order: list[int], window_order: list[int],
-                    options: list[tuple[int, float]], following: dict[int, int],
-                    window_members: dict[int, list[int]]) -> dict[Key, tuple[Candidate, int]]:
+    def _candidates(self, hits: _Hits) -> dict[Key, tuple[Candidate, int]]:
         """Every message and window that some list holds, with its lexical rank."""
         found: dict[Key, tuple[Candidate, int]] = {}
-        unranked = len(message_order) + 1
-        for rank, m in enumerate(message_order, 1):
+        unranked = len(hits.message_order) + 1
+        for rank, m in enumerate(hits.message_order, 1):
             found[("message", m)] = (Candidate("message", m, (m,)), rank)
-        for rank, v in enumerate(window_order, 1):
-            found[("window", v)] = (Candidate("window", v, tuple(window_members[v])), rank)
-        for m in [m for m, _ in options] + list(following):
+        for rank, v in enumerate(hits.window_order, 1):
+            found[("window", v)] = (Candidate("window", v, tuple(hits.window_members[v])), rank)
+        for m in [m for m, _ in hits.options] + list(hits.following):
             found.setdefault(("message", m), (Candidate("message", m, (m,)), unranked))
         return found
 
