@@ -21,6 +21,10 @@ _ASKS_CURRENT = re.compile(r"\b(now|currently|current|these days|at the moment|s
 _ASKS_HISTORY = re.compile(r"\b(before|used to|first|originally|previously|earlier|initially|"
                            r"formerly|at first|at the time|back then|old|previous|former|ago|"
                            r"in (?:19|20)\d\d)\b", re.IGNORECASE)
+# The words that make a question about the present; they say when, not what, so they never count
+# as the subject an update must share with the question ("now" is in half of all chatter).
+CURRENT_CUES = frozenset({"now", "currently", "current", "these", "days", "moment", "still",
+                          "latest", "most", "recent", "nowadays", "today", "anymore", "presently"})
 # Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
 _ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -36,6 +40,11 @@ class QueryPlan:
     asks_current: bool
     options: QueryTerms
     speakers: frozenset[str] = frozenset()  # speakers of this user the question names
+
+    @property
+    def subject(self) -> frozenset[str]:
+        """The exact words that say what the question is about (not when)."""
+        return self.exact - CURRENT_CUES
 
     @property
     def expression(self) -> str | None:

@@ -262,12 +262,13 @@ class Retrieval:
         if weight <= 0 or not plan.asks_current:
             return
         ranked_facts = sorted((f for f in facts if f.key in fused), key=lambda f: -fused[f.key])
-        updates = [f for f in ranked_facts[:20] if f.update]
+        updates = [f for f in ranked_facts[:20] if f.update and f.words & plan.subject]
         if not updates:
             return
         newest = max(updates, key=lambda f: f.time_ms)
+        subject = newest.words & plan.subject
         for f in ranked_facts:
-            if f.time_ms < newest.time_ms and f.key != newest.key and newest.words & f.words:
+            if f.time_ms < newest.time_ms and f.key != newest.key and subject & f.words:
                 fused[f.key] *= 1.0 - weight * (1.0 - SUPERSEDED_KEEP)
 
     def _flags(self, lists: dict[str, list[Key]], segments: dict[int, float],

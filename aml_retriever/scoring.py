@@ -89,7 +89,7 @@ def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
     if not plan.asks_current:
         return []
     # Only statements about the question's subject: an update must share a word with it.
-    updates = [f for f in facts if f.update and f.words]
+    updates = [f for f in facts if f.update and f.words & plan.subject]
     return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
 
 
