@@ -27,9 +27,10 @@ class App:
                              "or pass --allow-unauthenticated to expose it anyway", "host")
         _raise_file_limit()
         self.config = config
-        self.store = Store(config.db_path, config.synchronous)
+        retrieval = config.retrieval()
+        self.store = Store(config.db_path, config.synchronous, retrieval.index_identity())
         self.store.hold_shared()
-        self.service = MemoryService(self.store, config.provenance)
+        self.service = MemoryService(self.store, config.provenance, retrieval)
         self.server = AmlHTTPServer(config, self.service, self.store.close_thread)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None

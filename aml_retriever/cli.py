@@ -1,5 +1,9 @@
-"""The command line: `python3 -m aml_retriever <command>`. Parses, calls, prints; exit codes are
-0 for success, 1 when the command could not do its work, 2 for a usage error."""
+"""The command line: `python3 -m aml_retriever <command>`. Parses, calls, prints.
+
+Exit codes: 0 success; 1 the command could not do its work (the reason on stderr: a refused
+setting, a store in use or written by another version); 2 a usage error (unknown command or flag,
+a missing confirmation).
+"""
 
 from __future__ import annotations
 
@@ -14,67 +18,85 @@ from typing import Any
 from aml_retriever import __version__
 from aml_retriever.errors import AmlError
 from aml_retriever.service import MemoryService
-from aml_retriever.settings import SETTINGS, Setting, env_name, load
+from aml_retriever.settings import SETTINGS, Config, Setting, load
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import FTS_TOKENIZE
 
 MIN_PYTHON = (3, 11)
-
-
-def _flag(setting: Setting) -> str:
-    return "--db" if setting.name == "db_path" else setting.flag
+EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr), 2 usage error"
 
 
 def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
-    help_text = f"{setting.help} (env {env_name(setting)}; default {setting.default!r})"
-    if setting.secret:
-        help_text = f"{setting.help} (env {env_name(setting)}; default: none)"
+    default = "none" if setting.secret else repr(setting.default)
+    help_text = f"{setting.help} (env {setting.env}; default {default})"
+    if setting.changes_index:
+        help_text += "; changing it needs `reindex`"
     if setting.kind is bool:
-        parser.add_argument(_flag(setting), dest=setting.name, action=argparse.BooleanOptionalAction,
+        parser.add_argument(setting.flag, dest=setting.name, action=argparse.BooleanOptionalAction,
                             default=None, help=help_text)
     else:
-        parser.add_argument(_flag(setting), dest=setting.name, type=setting.kind, default=None,
+        parser.add_argument(setting.flag, dest=setting.name, type=setting.kind, default=None,
                             metavar=setting.name.upper(), help=help_text)
+
+
+def _command(commands: Any, name: str, summary: str, description: str,
+             example: str) -> argparse.ArgumentParser:
+    return commands.add_parser(name, help=summary, description=description,
+                               epilog=f"example:\n  {example}\n\n{EXIT_CODES}",
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store path (env AML_DB_PATH; default ./aml.db)")
+    parser.add_argument("--config", help="JSON file of settings (see config.example.json)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m aml_retriever",
-                                     description="Evidence-first memory retriever for LLM agents.")
+                                     description="Evidence-first memory retriever for LLM agents.",
+                                     epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"aml_retriever {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="serve the HTTP API",
-                                description="Serve the Add/Search HTTP API until SIGTERM or SIGINT.")
-    serve.add_argument("--config", help="JSON file of settings (see config.example.json)")
-    for setting in SETTINGS:
-        _add_setting(serve, setting)
+    for name, summary, example in (
+            ("serve", "serve the HTTP API until SIGTERM or SIGINT",
+             "python3 -m aml_retriever serve --port 8080 --db ./aml.db --api-key KEY"),
+            ("print-config", "print every effective setting and where it came from",
+             "AML_PORT=9000 python3 -m aml_retriever print-config --config my.json")):
+        command = _command(commands, name, summary, summary[0].upper() + summary[1:] + ".", example)
+        command.add_argument("--config", help="JSON file of settings (see config.example.json)")
+        for setting in SETTINGS:
+            _add_setting(command, setting)
 
-    db_help = "store path (env AML_DB_PATH; default ./aml.db)"
-    delete = commands.add_parser("delete-user", help="remove every record of one user",
-                                 description="Remove one user's messages, index rows, request "
-                                             "records and session cursors in one transaction.")
-    delete.add_argument("--db", help=db_help)
+    delete = _command(commands, "delete-user", "remove every record of one user",
+                      "Remove one user's messages, views, index rows, request records and session "
+                      "cursors in one transaction. Safe beside a running server.",
+                      "python3 -m aml_retriever delete-user --db ./aml.db --user user-1")
+    _store_options(delete)
     delete.add_argument("--user", required=True, help="the user_id, exactly as it was sent")
 
-    purge = commands.add_parser("purge", help="remove every user's data",
-                                description="Remove every user's file. Refused while a server "
-                                            "uses the store.")
-    purge.add_argument("--db", help=db_help)
+    purge = _command(commands, "purge", "remove every user's data",
+                     "Remove every user's file. Refused while a server uses the store.",
+                     "python3 -m aml_retriever purge --db ./aml.db --yes")
+    _store_options(purge)
     purge.add_argument("--yes", action="store_true", help="confirm; nothing is removed without it")
 
-    stats = commands.add_parser("stats", help="print counts (never content) as JSON",
-                                description="Print user, message, session and request counts.")
-    stats.add_argument("--db", help=db_help)
+    stats = _command(commands, "stats", "print counts (never content) as JSON",
+                     "Print user, message, session and request counts and the store's size.",
+                     "python3 -m aml_retriever stats --db ./aml.db")
+    _store_options(stats)
 
-    reindex = commands.add_parser("reindex", help="rebuild derived rows from the original messages",
-                                  description="Rebuild every user's features, index rows, windows "
-                                              "and segments from the stored original messages, for "
-                                              "this version's index settings. Refused while a "
-                                              "server uses the store.")
-    reindex.add_argument("--db", help=db_help)
+    reindex = _command(commands, "reindex", "rebuild derived rows from the original messages",
+                       "Rebuild every user's features, index rows, windows and segments from the "
+                       "stored original messages, for the index settings given (window_sizes, "
+                       "segment_*). Refused while a server uses the store. Progress on stderr.",
+                       "python3 -m aml_retriever reindex --db ./aml.db --config my.json")
+    _store_options(reindex)
+    reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
-    commands.add_parser("check", help="check Python, SQLite and FTS5 on this machine",
-                        description="Environment self-check; exits 1 when something is missing.")
+    _command(commands, "check", "check Python, SQLite and FTS5 on this machine",
+             "Environment self-check; exits 1 when something is missing.",
+             "python3 -m aml_retriever check")
     return parser
 
 
@@ -87,23 +109,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _settings(args: argparse.Namespace) -> Config:
+    return load({s.name: getattr(args, s.name, None) for s in SETTINGS}, args.config)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.app import App
 
-    overrides = {s.name: getattr(args, s.name) for s in SETTINGS}
-    config = load(overrides, args.config)
+    config = _settings(args)
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     App(config).run_forever()
     return 0
 
 
-def _store(args: argparse.Namespace) -> Store:
-    return Store(load({"db_path": args.db}).db_path)
+def _print_config(args: argparse.Namespace) -> int:
+    config = _settings(args)
+    shown = config.redacted()
+    _print({s.name: {"value": shown[s.name], "from": config.sources[s.name]} for s in SETTINGS})
+    return 0
+
+
+def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Config]:
+    """A store for a whole-store command. Only `reindex` needs the index settings; the others
+    work on any store whatever settings built it."""
+    config = load({"db_path": args.db}, args.config)
+    return Store(config.db_path, view_shape=config.retrieval().index_identity(),
+                 reindexing=reindexing), config
 
 
 def _delete_user(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store, _ = _store(args)
     try:
         _print(MemoryService(store).delete_user(args.user))
     finally:
@@ -115,14 +151,13 @@ def _purge(args: argparse.Namespace) -> int:
     if not args.yes:
         print("error: purge removes every user's data; pass --yes to confirm", file=sys.stderr)
         return 2
-    store = _store(args)
-    removed = store.purge()
-    _print({"success": True, "user_files_removed": removed})
+    store, _ = _store(args)
+    _print({"success": True, "user_files_removed": store.purge()})
     return 0
 
 
 def _stats(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store, _ = _store(args)
     try:
         _print(MemoryService(store).stats())
     finally:
@@ -131,10 +166,13 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _reindex(args: argparse.Namespace) -> int:
-    store = Store(load({"db_path": args.db}).db_path, reindexing=True)
+    store, config = _store(args)
+    progress = None if args.quiet else (
+        lambda done, total: print(f"reindexed {done}/{total} users", file=sys.stderr))
     try:
         with store.exclusive():
-            _print({"success": True, "reindexed": MemoryService(store).reindex()})
+            done = MemoryService(store, retrieval=config.retrieval()).reindex(progress)
+            _print({"success": True, "reindexed": done})
     finally:
         store.close()
     return 0
@@ -168,5 +206,5 @@ def _print(payload: dict[str, Any]) -> None:
     print(json.dumps(payload, ensure_ascii=False, indent=2))
 
 
-COMMANDS = {"serve": _serve, "delete-user": _delete_user, "purge": _purge, "stats": _stats,
-            "reindex": _reindex, "check": _check}
+COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
+            "purge": _purge, "stats": _stats, "reindex": _reindex, "check": _check}

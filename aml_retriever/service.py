@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aml_retriever import __version__
@@ -155,18 +156,20 @@ class MemoryService:
             self.store.try_checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
 
-    def reindex(self) -> dict[str, int]:
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         """Rebuild every derived row (features, index rows, windows, segments) of every user from
         the original messages, one transaction per user, for the current settings."""
         users = messages = 0
-        for path in self.store.shard_paths():
+        paths = self.store.shard_paths()
+        for done, path in enumerate(paths, 1):
             conn = self.store.connection_at(path)
-            if conn is None:
-                continue
-            with self.store.write(conn):
-                messages += self._rebuild(conn)
-                self.store.record_index_identity(conn)
-            users += 1
+            if conn is not None:
+                with self.store.write(conn):
+                    messages += self._rebuild(conn)
+                    self.store.record_index_identity(conn)
+                users += 1
+            if progress:
+                progress(done, len(paths))
         self.store.record_index_identity()
         return {"users": users, "messages": messages}
 

@@ -1,8 +1,8 @@
 """Every setting of the service, in one table.
 
-The CLI flags, the `AML_*` environment names, `config.example.json` and the configuration table in
-the README are all derived from `SETTINGS`, so they cannot drift apart. Precedence, lowest first:
-built-in default, JSON config file, environment, command-line flag.
+The CLI flags, the `AML_*` environment names, `config.example.json`, `print-config` and the
+configuration table in the README are all derived from `SETTINGS`, so they cannot drift apart.
+Precedence, lowest first: built-in default, JSON config file, environment, command-line flag.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aml_retriever.errors import InvalidField
+from aml_retriever.signals import DEFAULT_WEIGHTS, SIGNAL_NAMES, RetrievalConfig
+
+_RETRIEVAL = RetrievalConfig()
 
 
 @dataclass(frozen=True)
@@ -23,43 +26,61 @@ class Setting:
     kind: type
     help: str
     secret: bool = False
+    changes_index: bool = False  # part of the stored index identity: changing it needs `reindex`
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
-        return "AML_" + self.name.upper()
+        return ENV_ALIASES.get(self.name, "AML_" + self.name.upper())
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return "--db" if self.name == "db_path" else "--" + self.name.replace("_", "-")
 
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", "127.0.0.1", str, "address to bind"),
-    Setting("port", 8080, int, "TCP port to bind (0 picks a free one)"),
-    Setting("db_path", "./aml.db", str, "store path: the catalog file; user shards live beside it"),
+    Setting("port", 8080, int, "TCP port to bind (0 picks a free one)", minimum=0),
+    Setting("db_path", "./aml.db", str, "store path: the catalog file; user files live in PATH.users/"),
     Setting("api_key", "", str, "API key required on every endpoint but /health", secret=True),
     Setting("allow_unauthenticated", False, bool, "allow binding a non-loopback address without a key"),
-    Setting("max_body_bytes", 1_048_576, int, "largest request body accepted (413 beyond)"),
-    Setting("max_messages", 200, int, "most messages accepted in one Add (413 beyond)"),
-    Setting("workers", 16, int, "request worker threads (bounded concurrency)"),
-    Setting("queue_size", 64, int, "connections waiting for a worker before new ones get 503"),
-    Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle or stall mid-request"),
-    Setting("synchronous", "FULL", str, "SQLite synchronous mode: FULL (power-safe) or NORMAL"),
-    Setting("checkpoint_interval", 1.0, float, "seconds between planned WAL checkpoints"),
+    Setting("max_body_bytes", 1_048_576, int, "largest request body accepted (413 beyond)",
+            minimum=1024),
+    Setting("max_messages", 200, int, "most messages accepted in one Add (413 beyond)", minimum=1),
+    Setting("workers", 16, int, "request worker threads (bounded concurrency)", minimum=1),
+    Setting("queue_size", 64, int, "connections waiting for a worker before new ones get 503",
+            minimum=1),
+    Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle or stall mid-request",
+            minimum=0.1),
+    Setting("synchronous", "FULL", str, "SQLite durability: FULL (power-safe) or NORMAL (crash-safe)",
+            choices=("FULL", "NORMAL")),
+    Setting("checkpoint_interval", 1.0, float, "seconds between planned WAL checkpoints",
+            minimum=0.05),
     Setting("provenance", True, bool, "include view, source_message_ids and evidence_flags in results"),
-    Setting("log_level", "INFO", str, "DEBUG, INFO, WARNING or ERROR (content is never logged)"),
+    Setting("log_level", "INFO", str, "log level (content is never logged)",
+            choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    Setting("signal_weights", "", str, "ranking signal weights as name=weight,... (0 = off; "
+            f"others keep their defaults; signals: {', '.join(SIGNAL_NAMES)})"),
+    Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
+            "candidates each ranked list contributes (at least top_k)", minimum=1),
+    Setting("window_sizes", ",".join(map(str, _RETRIEVAL.window_sizes)), str,
+            "sliding window sizes in messages, comma-separated", changes_index=True),
+    Setting("segment_gap_minutes", _RETRIEVAL.segment_gap_minutes, float,
+            "a silence this long starts a new session segment", changes_index=True, minimum=0.0),
+    Setting("segment_max_messages", _RETRIEVAL.segment_max_messages, int,
+            "most messages in one session segment", changes_index=True, minimum=1),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
-# The CLI and the environment know the store path as `db`, as users type it.
+# The environment knows the store path as AML_DB_PATH, as the CLI knows it as --db.
 ENV_ALIASES = {"db_path": "AML_DB_PATH"}
-CHOICES = {"synchronous": ("FULL", "NORMAL"), "log_level": ("DEBUG", "INFO", "WARNING", "ERROR")}
-MINIMUMS = {"port": 0, "max_body_bytes": 1024, "max_messages": 1, "workers": 1, "queue_size": 1,
-            "socket_timeout": 0.1, "checkpoint_interval": 0.05}
+LAYERS = ("default", "file", "env", "flag")
 
 
 @dataclass(frozen=True)
 class Config:
     values: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)  # setting -> the layer it came from
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -72,43 +93,93 @@ class Config:
         return {s.name: ("***" if s.secret and self.values[s.name] else self.values[s.name])
                 for s in SETTINGS}
 
+    def retrieval(self) -> RetrievalConfig:
+        """The ranking configuration these settings describe."""
+        return RetrievalConfig(
+            weights={**DEFAULT_WEIGHTS, **parse_weights(self.values["signal_weights"])},
+            candidate_depth=self.values["candidate_depth"],
+            window_sizes=parse_window_sizes(self.values["window_sizes"]),
+            segment_gap_minutes=self.values["segment_gap_minutes"],
+            segment_max_messages=self.values["segment_max_messages"])
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if name.strip() not in SIGNAL_NAMES:
+            raise InvalidField(f"signal_weights names an unknown signal {name.strip()!r}; known: "
+                               f"{', '.join(SIGNAL_NAMES)}", "signal_weights")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise InvalidField("signal_weights must be name=number pairs separated by commas",
+                               "signal_weights") from None
+        if weights[name.strip()] < 0:
+            raise InvalidField("signal_weights must not be negative", "signal_weights")
+    return weights
+
+
+def parse_window_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise InvalidField("window_sizes must be whole numbers separated by commas",
+                           "window_sizes") from None
+    if any(size < 2 for size in sizes):
+        raise InvalidField("window_sizes must each be at least 2", "window_sizes")
+    return sizes
+
 
 def coerce(setting: Setting, raw: Any) -> Any:
-    """Turn a raw value (JSON, environment text or flag text) into the setting's type, or refuse."""
+    """Turn a raw value (JSON, environment text or flag text) into the setting's type, or refuse
+    it by name."""
     value: Any
     if setting.kind is bool:
-        if isinstance(raw, bool):
-            value = raw
-        elif isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on"):
-            value = True
-        elif isinstance(raw, str) and raw.strip().lower() in ("0", "false", "no", "off", ""):
-            value = False
-        else:
-            raise InvalidField(f"{setting.name} must be true or false", setting.name)
+        value = _boolean(setting, raw)
     elif setting.kind in (int, float):
-        if isinstance(raw, bool):
-            raise InvalidField(f"{setting.name} must be a number", setting.name)
-        try:
-            value = setting.kind(raw)
-        except (TypeError, ValueError):
-            raise InvalidField(f"{setting.name} must be a number", setting.name) from None
-        if value < MINIMUMS.get(setting.name, 0):
-            raise InvalidField(f"{setting.name} must be at least {MINIMUMS.get(setting.name, 0)}",
-                               setting.name)
+        value = _number(setting, raw)
     else:
+        if isinstance(raw, list) and setting.name == "window_sizes":
+            raw = ",".join(map(str, raw))
         if not isinstance(raw, str):
             raise InvalidField(f"{setting.name} must be a string", setting.name)
-        value = raw
-    if setting.name in CHOICES:
-        value = str(value).upper()
-        if value not in CHOICES[setting.name]:
-            raise InvalidField(f"{setting.name} must be one of {', '.join(CHOICES[setting.name])}",
+        value = raw.strip().upper() if setting.choices else raw
+        if setting.choices and value not in setting.choices:
+            raise InvalidField(f"{setting.name} must be one of {', '.join(setting.choices)}",
                                setting.name)
+    _VALIDATORS.get(setting.name, lambda v: v)(value)
     return value
 
 
+def _boolean(setting: Setting, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(raw, str) and raw.strip().lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise InvalidField(f"{setting.name} must be true or false", setting.name)
+
+
+def _number(setting: Setting, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise InvalidField(f"{setting.name} must be a number", setting.name)
+    try:
+        value = setting.kind(raw)
+    except (TypeError, ValueError):
+        raise InvalidField(f"{setting.name} must be a number", setting.name) from None
+    if setting.minimum is not None and value < setting.minimum:
+        raise InvalidField(f"{setting.name} must be at least {setting.minimum:g}", setting.name)
+    return value
+
+
+# Settings whose text has a structure of its own, checked when read (so at start-up).
+_VALIDATORS = {"signal_weights": parse_weights, "window_sizes": parse_window_sizes}
+
+
 def env_name(setting: Setting) -> str:
-    return ENV_ALIASES.get(setting.name, setting.env)
+    return setting.env
 
 
 def load(overrides: Mapping[str, Any] | None = None, config_file: str | None = None,
@@ -116,15 +187,17 @@ def load(overrides: Mapping[str, Any] | None = None, config_file: str | None = N
     """Resolve every setting: default, then config file, then environment, then overrides."""
     environ = os.environ if environ is None else environ
     values = {s.name: s.default for s in SETTINGS}
-    if config_file:
-        values.update(read_config_file(config_file))
-    for s in SETTINGS:
-        if env_name(s) in environ:
-            values[s.name] = coerce(s, environ[env_name(s)])
-    for name, raw in (overrides or {}).items():
-        if raw is not None:
+    sources = dict.fromkeys(values, "default")
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        ("file", read_config_file(config_file) if config_file else {}),
+        ("env", {s.name: environ[s.env] for s in SETTINGS if s.env in environ}),
+        ("flag", {k: v for k, v in (overrides or {}).items() if v is not None}),
+    ]
+    for layer, given in layers:
+        for name, raw in given.items():
             values[name] = coerce(BY_NAME[name], raw)
-    return Config(values)
+            sources[name] = layer
+    return Config(values, sources)
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -138,9 +211,21 @@ def read_config_file(path: str) -> dict[str, Any]:
     unknown = sorted(set(data) - set(BY_NAME))
     if unknown:
         raise InvalidField(f"unknown setting {unknown[0]!r}; known: {', '.join(BY_NAME)}", "config")
-    return {name: coerce(BY_NAME[name], raw) for name, raw in data.items()}
+    return data
 
 
 def example_config() -> dict[str, Any]:
     """The content of config.example.json: every setting at its default, secrets empty."""
     return {s.name: s.default for s in SETTINGS}
+
+
+def markdown_table() -> str:
+    """The configuration table of the README, generated so it cannot drift from SETTINGS."""
+    rows = ["| setting | flag | environment | default | meaning |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        flag = f"`{s.flag}` / `--no-{s.flag[2:]}`" if s.kind is bool else f"`{s.flag}`"
+        shown = str(s.default).lower() if s.kind is bool else s.default
+        default = "none" if s.secret or s.default == "" else f"`{shown}`"
+        meaning = s.help + (" (changes the index: `reindex`)" if s.changes_index else "")
+        rows.append(f"| {s.name} | {flag} | `{s.env}` | {default} | {meaning} |")
+    return "\n".join(rows)

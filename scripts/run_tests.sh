@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, installs the
-# test-only tools (pytest, hypothesis) only when missing, then runs pytest. Arguments pass to pytest.
+# test-only tools (pytest, hypothesis, jsonschema) only when missing, then runs pytest. Arguments pass to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -12,6 +12,7 @@ PYTHON="${PYTHON:-python3}"
 missing=()
 "$PYTHON" -c 'import pytest' 2>/dev/null || missing+=(pytest)
 "$PYTHON" -c 'import hypothesis' 2>/dev/null || missing+=(hypothesis)
+"$PYTHON" -c 'import jsonschema' 2>/dev/null || missing+=(jsonschema)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing test tools: ${missing[*]}" >&2
   "$PYTHON" -m pip install --quiet "${missing[@]}" 2>/dev/null \

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from aml_retriever.errors import InvalidField
-from aml_retriever.settings import SETTINGS, env_name, example_config, load
+from aml_retriever.settings import SETTINGS, example_config, load, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,11 +18,20 @@ def test_config_example_matches_the_settings_table():
     assert json.loads((ROOT / "config.example.json").read_text()) == example_config()
 
 
-def test_readme_configuration_table_lists_every_setting_with_its_env_name():
-    readme = (ROOT / "README.md").read_text()
+def test_readme_configuration_table_is_the_generated_one():
+    assert markdown_table() in (ROOT / "README.md").read_text()
+
+
+def test_chinese_readme_has_the_same_commands_and_settings():
+    english = (ROOT / "README.md").read_text()
+    chinese = (ROOT / "README.zh.md").read_text()
     for setting in SETTINGS:
-        assert f"| {setting.name} |" in readme, setting.name
-        assert f"`{env_name(setting)}`" in readme, setting.name
+        for text in (f"| {setting.name} |", f"`{setting.env}`", f"`{setting.flag}"):
+            assert (text in english) and (text in chinese), text
+    commands = set(re.findall(r"(?m)^(?:\./scripts/\S+|python3 -m aml_retriever \S+|curl .*)", english))
+    assert commands and all(command in chinese for command in commands)
+    for command in ("serve", "delete-user", "purge", "stats", "reindex", "print-config", "check"):
+        assert f"`{command}" in english and f"`{command}" in chinese, command
 
 
 def test_precedence_is_default_file_environment_flag(tmp_path):
@@ -34,6 +44,9 @@ def test_precedence_is_default_file_environment_flag(tmp_path):
 @pytest.mark.parametrize("content,field", [
     ({"prot": 1}, "config"), ({"port": "x"}, "port"), ({"workers": 0}, "workers"),
     ({"synchronous": "OFF"}, "synchronous"), ({"provenance": "maybe"}, "provenance"),
+    ({"signal_weights": "bogus=1"}, "signal_weights"), ({"signal_weights": "date=x"}, "signal_weights"),
+    ({"window_sizes": "1"}, "window_sizes"), ({"window_sizes": "a,b"}, "window_sizes"),
+    ({"segment_max_messages": 0}, "segment_max_messages"),
 ])
 def test_bad_config_is_refused_by_name(tmp_path, content, field):
     config_file = tmp_path / "c.json"
@@ -45,3 +58,31 @@ def test_bad_config_is_refused_by_name(tmp_path, content, field):
 
 def test_secrets_are_redacted_when_printed():
     assert load({"api_key": "s3cret"}, environ={}).redacted()["api_key"] == "***"
+
+
+def test_settings_describe_the_retrieval_configuration():
+    config = load({"signal_weights": "date=2, window=0", "window_sizes": "3,2"}, environ={})
+    retrieval = config.retrieval()
+    assert retrieval.weight("date") == 2.0 and retrieval.weight("window") == 0.0
+    assert retrieval.weight("lexical") == 1.0  # unnamed signals keep their defaults
+    assert retrieval.window_sizes == (2, 3)
+
+
+def test_print_config_names_the_layer_of_every_value(tmp_path, capsys):
+    from aml_retriever.cli import main
+
+    config_file = tmp_path / "c.json"
+    config_file.write_text(json.dumps({"workers": 3, "api_key": "s3cret"}))
+    assert main(["print-config", "--config", str(config_file), "--port", "9"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["port"] == {"value": 9, "from": "flag"}
+    assert shown["workers"] == {"value": 3, "from": "file"}
+    assert shown["api_key"] == {"value": "***", "from": "file"}
+    assert shown["host"] == {"value": "127.0.0.1", "from": "default"}
+
+
+def test_a_refused_setting_exits_1_by_name(capsys):
+    from aml_retriever.cli import main
+
+    assert main(["print-config", "--workers", "0"]) == 1
+    assert "workers must be at least 1" in capsys.readouterr().err
