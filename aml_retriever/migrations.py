@@ -37,7 +37,6 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
         request_id TEXT NOT NULL,
         position INTEGER NOT NULL,            -- place within its Add
-        speaker TEXT NOT NULL,                -- normalised speaker name, '' when unknown
         segment_id INTEGER,                   -- the session segment (views.id) it belongs to
         features TEXT NOT NULL                -- JSON of features.Features, extracted at Add time
     );
@@ -47,8 +46,9 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_by_request ON messages (request_id, position);
     -- Rebuilds a segment's index row from its members when the segment grows.
     CREATE INDEX messages_by_segment ON messages (segment_id, timestamp_ms, id);
-    -- The speakers a question may name ("What did Caroline say ...").
-    CREATE INDEX messages_by_speaker ON messages (speaker);
+    -- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
+    -- reads a handful of names instead of scanning every message's.
+    CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
 
     -- Idempotency: one row per accepted Add, written in the same transaction as its messages.
     CREATE TABLE requests (

@@ -99,7 +99,9 @@ class Retrieval:
         results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
                    for original, chosen in select(order, top_k, contents,
                                                   lambda m: m in own or self._matches(m, plan))]
-        return results, len(hits.messages) < depth and len(hits.windows) < depth
+        # Reading deeper can only add a result through a new message hit (select keeps nothing
+        # whose messages match nothing), so a short message list means there is nothing more.
+        return results, len(hits.messages) < depth
 
     def _hits(self, plan: QueryPlan, depth: int, session_id: str | None) -> _Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
@@ -174,8 +176,7 @@ class Retrieval:
         """This user's speakers whose every name word the question contains."""
         if not plan.exact:
             return frozenset()
-        known = {row[0] for row in self.conn.execute(
-            "SELECT DISTINCT speaker FROM messages WHERE speaker != ''")}
+        known = {row[0] for row in self.conn.execute("SELECT speaker FROM speakers")}
         return frozenset(s for s in known if set(s.split()) <= plan.exact)
 
     # ---- ranking -------------------------------------------------------------------------

@@ -81,10 +81,12 @@ class MemoryService:
             features = extract(message.role, message.content, timestamp)
             last_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
-                "request_id, position, speaker, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "request_id, position, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), request.request_id, position,
-                 features.speaker, features.to_json())).lastrowid or 0
+                 features.to_json())).lastrowid or 0
+            if features.speaker:
+                conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
             views.add(NewMessage(last_id, request.session_id, message.content, timestamp))
             terms = views.index_text_of(last_id)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
@@ -151,6 +153,7 @@ class MemoryService:
                 for table in removed:
                     removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                     conn.execute(f"DELETE FROM {table}")
+                conn.execute("DELETE FROM speakers")
                 for index in INDEXES:
                     conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
             self.store.try_checkpoint(conn)
@@ -175,6 +178,7 @@ class MemoryService:
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         conn.execute("DELETE FROM views")
+        conn.execute("DELETE FROM speakers")
         for index in INDEXES:
             conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
         conn.execute("UPDATE sessions SET open_segment_id = NULL")
@@ -183,8 +187,10 @@ class MemoryService:
                             "ORDER BY session_id, timestamp_ms, id").fetchall()
         for message_id, session_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
-            conn.execute("UPDATE messages SET speaker = ?, features = ? WHERE id = ?",
-                         (features.speaker, features.to_json(), message_id))
+            conn.execute("UPDATE messages SET features = ? WHERE id = ?",
+                         (features.to_json(), message_id))
+            if features.speaker:
+                conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
             views.add(NewMessage(message_id, session_id, content, timestamp))
             terms = views.index_text_of(message_id)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
