@@ -13,7 +13,7 @@ import sqlite3
 WORDS_WEIGHT = 1.0
 GRAMS_WEIGHT = 1.0
 # The FTS5 tables a candidate list can come from (fixed names: never built from input).
-INDEXES = ("message_index", "window_index", "segment_index")
+INDEXES = ("message_index",)
 
 
 def ranked(conn: sqlite3.Connection, index: str, expression: str | None, limit: int,
@@ -27,8 +27,7 @@ def ranked(conn: sqlite3.Connection, index: str, expression: str | None, limit: 
            f"WHERE {index} MATCH ?")
     params: list[object] = [WORDS_WEIGHT, GRAMS_WEIGHT, expression]
     if session_id is not None:
-        owner = "messages" if index == "message_index" else "views"
-        sql += f" AND rowid IN (SELECT id FROM {owner} WHERE session_id = ?)"
+        sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
         params.append(session_id)
     sql += " ORDER BY rank_score, rowid LIMIT ?"
     params.append(limit)

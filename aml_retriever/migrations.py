@@ -83,17 +83,16 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         end_ms INTEGER NOT NULL
     );
 
+    -- Which windows hold a message: a Search finds the windows around its message hits here.
+    CREATE TABLE window_members (
+        message_id INTEGER NOT NULL,
+        view_id INTEGER NOT NULL,
+        PRIMARY KEY (message_id, view_id)
+    ) WITHOUT ROWID;
+
     -- The full-text index of messages (rowid = messages.id). Contentless: the text is stored
     -- once, in messages; the index holds only the derived terms (see tokenizer.py).
     CREATE VIRTUAL TABLE message_index USING fts5(
-        words, grams, content='', tokenize="{FTS_TOKENIZE}"
-    );
-    -- The same for windows and segments (rowid = views.id), one table each so that each kind
-    -- has its own BM25 statistics and no kind filter runs after MATCH.
-    CREATE VIRTUAL TABLE window_index USING fts5(
-        words, grams, content='', tokenize="{FTS_TOKENIZE}"
-    );
-    CREATE VIRTUAL TABLE segment_index USING fts5(
         words, grams, content='', tokenize="{FTS_TOKENIZE}"
     );
     """,

@@ -19,6 +19,10 @@ from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.tokenizer import index_text, words_of
 
+# Message hits read per candidate wanted: windows and segments are scored from the hits they
+# hold, so they need more hits than the message list keeps. FTS5 scores every match whatever the
+# LIMIT, so the deeper read costs little.
+HIT_FACTOR = 4
 # How many top lexical hits lend their next turn an adjacency boost.
 ADJACENT_TO_TOP = 10
 # At full supersession weight, a statement older than a newer update of the same thing keeps this
@@ -106,11 +110,11 @@ class Retrieval:
     def _hits(self, plan: QueryPlan, depth: int, session_id: str | None) -> _Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
         w = self.config.weight
-        messages = ranked(self.conn, "message_index", plan.expression, depth, session_id)
-        windows = (ranked(self.conn, "window_index", plan.expression, depth, session_id)
-                   if w("window") > 0 else [])
-        segments = dict(ranked(self.conn, "segment_index", plan.expression, depth, session_id)
-                        if w("segment") > 0 else [])
+        messages = ranked(self.conn, "message_index", plan.expression, depth * HIT_FACTOR,
+                          session_id)
+        windows = self._windows_around(messages, depth) if w("window") > 0 else []
+        segments = self._segments_of(messages) if w("segment") > 0 else {}
+        messages = messages[:depth]
         options = (ranked(self.conn, "message_index", plan.options_expression, depth, session_id)
                    if w("options") > 0 else [])
         window_members = self._window_members([v for v, _ in windows])
@@ -141,6 +145,34 @@ class Retrieval:
         return lists, facts
 
     # ---- loading -------------------------------------------------------------------------
+
+    def _windows_around(self, messages: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
+        """The windows holding a message hit, scored by the sum of their hits' BM25: a window
+        that joins two matching turns outscores either turn."""
+        score = dict(messages)
+        ids = list(score)
+        totals: dict[int, float] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for message_id, view_id in self.conn.execute(
+                    "SELECT message_id, view_id FROM window_members WHERE message_id IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                totals[view_id] = totals.get(view_id, 0.0) + score[message_id]
+        return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:depth]
+
+    def _segments_of(self, messages: list[tuple[int, float]]) -> dict[int, float]:
+        """Each segment's score: the sum of its message hits' BM25."""
+        score = dict(messages)
+        ids = list(score)
+        totals: dict[int, float] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for message_id, segment in self.conn.execute(
+                    "SELECT id, segment_id FROM messages WHERE id IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                if segment is not None:
+                    totals[segment] = totals.get(segment, 0.0) + score[message_id]
+        return totals
 
     def _window_members(self, view_ids: list[int]) -> dict[int, list[int]]:
         if not view_ids:

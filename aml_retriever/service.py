@@ -16,6 +16,7 @@ from aml_retriever.query import plan
 from aml_retriever.retrieval import Result, Retrieval
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
+from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
 from aml_retriever.views import WINDOW_SEPARATOR, NewMessage, ViewBuilder
 
@@ -87,8 +88,8 @@ class MemoryService:
                  features.to_json())).lastrowid or 0
             if features.speaker:
                 conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            views.add(NewMessage(last_id, request.session_id, message.content, timestamp))
-            terms = views.index_text_of(last_id)
+            views.add(NewMessage(last_id, request.session_id, timestamp))
+            terms = index_text(message.content)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
                          (last_id, terms.words, terms.grams))
             times.append(timestamp)
@@ -154,6 +155,7 @@ class MemoryService:
                     removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                     conn.execute(f"DELETE FROM {table}")
                 conn.execute("DELETE FROM speakers")
+                conn.execute("DELETE FROM window_members")
                 for index in INDEXES:
                     conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
             self.store.try_checkpoint(conn)
@@ -178,6 +180,7 @@ class MemoryService:
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         conn.execute("DELETE FROM views")
+        conn.execute("DELETE FROM window_members")
         conn.execute("DELETE FROM speakers")
         for index in INDEXES:
             conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
@@ -191,8 +194,8 @@ class MemoryService:
                          (features.to_json(), message_id))
             if features.speaker:
                 conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            views.add(NewMessage(message_id, session_id, content, timestamp))
-            terms = views.index_text_of(message_id)
+            views.add(NewMessage(message_id, session_id, timestamp))
+            terms = index_text(content)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
                          (message_id, terms.words, terms.grams))
         for session_id, segment_id in views.finish().items():

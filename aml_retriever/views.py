@@ -2,12 +2,14 @@
 
 - `window`: for each new message, the window of `size` consecutive messages of its session that
   ends at it (fewer at the start of a session, never just one). Windows span Add boundaries: the
-  predecessors are read from the session's stored order (timestamp, arrival).
+  predecessors are read from the session's stored order (timestamp, arrival). `window_members`
+  records which windows hold each message.
 - `segment`: a run of a session's messages, closed by a silence longer than the configured gap or
-  by the size cap; each message records its segment, whose index row is rebuilt as it grows.
+  by the size cap; each message records its segment.
 
-A window's content is its messages' contents joined by newlines, so every original message appears
-in it byte for byte.
+Views are scored at Search time from the message hits they hold (see retrieval.py), so they need
+no full-text index of their own. A window's content is its messages' contents joined by newlines,
+so every original message appears in it byte for byte.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from aml_retriever.signals import RetrievalConfig
-from aml_retriever.tokenizer import IndexText, index_text
 
 WINDOW_SEPARATOR = "\n"
 
@@ -26,7 +27,6 @@ WINDOW_SEPARATOR = "\n"
 class NewMessage:
     id: int
     session_id: str
-    content: str
     timestamp_ms: int
 
 
@@ -36,12 +36,6 @@ class _Segment:
     start_ms: int
     end_ms: int
     members: list[int] = field(default_factory=list)
-    existed: bool = False
-
-
-def joined_index_text(texts: list[IndexText]) -> IndexText:
-    return IndexText(" ".join(t.words for t in texts if t.words),
-                     " ".join(t.grams for t in texts if t.grams))
 
 
 class ViewBuilder:
@@ -50,21 +44,10 @@ class ViewBuilder:
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
         self.conn = conn
         self.config = config
-        self._texts: dict[int, IndexText] = {}
         self._segments: dict[int, _Segment] = {}
         self._open: dict[str, int | None] = {}
 
-    def index_text_of(self, message_id: int) -> IndexText:
-        """A message's index terms, computed once per Add (older messages read back when a
-        window or segment reaches them)."""
-        if message_id not in self._texts:
-            content = self.conn.execute("SELECT content FROM messages WHERE id = ?",
-                                        (message_id,)).fetchone()[0]
-            self._texts[message_id] = index_text(content)
-        return self._texts[message_id]
-
     def add(self, message: NewMessage) -> None:
-        self._texts[message.id] = index_text(message.content)
         made: set[tuple[int, ...]] = set()
         for size in sorted(self.config.window_sizes):
             self._add_window(message, size, made)
@@ -83,14 +66,13 @@ class ViewBuilder:
         if not previous or tuple(members) in made:
             return
         made.add(tuple(members))
-        start_ms = previous[-1][1]
         view_id = self.conn.execute(
             "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
             "VALUES ('window', ?, ?, ?, ?)",
-            (message.session_id, json.dumps(members), start_ms, message.timestamp_ms)).lastrowid
-        text = joined_index_text([self.index_text_of(m) for m in members])
-        self.conn.execute("INSERT INTO window_index (rowid, words, grams) VALUES (?, ?, ?)",
-                          (view_id, text.words, text.grams))
+            (message.session_id, json.dumps(members), previous[-1][1], message.timestamp_ms)
+        ).lastrowid
+        self.conn.executemany("INSERT INTO window_members (message_id, view_id) VALUES (?, ?)",
+                              [(m, view_id) for m in members])
 
     def _join_segment(self, message: NewMessage) -> None:
         segment = self._open_segment(message.session_id)
@@ -115,8 +97,7 @@ class ViewBuilder:
         if segment_id not in self._segments:
             start_ms, end_ms, members = self.conn.execute(
                 "SELECT start_ms, end_ms, message_ids FROM views WHERE id = ?", (segment_id,)).fetchone()
-            self._segments[segment_id] = _Segment(segment_id, start_ms, end_ms, json.loads(members),
-                                                  existed=True)
+            self._segments[segment_id] = _Segment(segment_id, start_ms, end_ms, json.loads(members))
         return self._segments[segment_id]
 
     def _new_segment(self, message: NewMessage) -> _Segment:
@@ -130,18 +111,9 @@ class ViewBuilder:
         return segment
 
     def finish(self) -> dict[str, int | None]:
-        """Write every touched segment's row and index entry; returns each session's open segment
+        """Write every touched segment's members and span; returns each session's open segment
         (for the session cursor)."""
         for segment in self._segments.values():
-            if segment.existed:
-                old = self.conn.execute("SELECT message_ids FROM views WHERE id = ?",
-                                        (segment.id,)).fetchone()[0]
-                text = joined_index_text([self.index_text_of(m) for m in json.loads(old)])
-                self.conn.execute("INSERT INTO segment_index (segment_index, rowid, words, grams) "
-                                  "VALUES ('delete', ?, ?, ?)", (segment.id, text.words, text.grams))
             self.conn.execute("UPDATE views SET message_ids = ?, end_ms = ? WHERE id = ?",
                               (json.dumps(segment.members), segment.end_ms, segment.id))
-            text = joined_index_text([self.index_text_of(m) for m in segment.members])
-            self.conn.execute("INSERT INTO segment_index (rowid, words, grams) VALUES (?, ?, ?)",
-                              (segment.id, text.words, text.grams))
         return self._open

@@ -44,8 +44,8 @@ def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
     assert client.contents("victim", MARKER) == []
     assert client.contents("victim", CJK_MARKER) == []
     conn = app.store.connection("victim", create=False)
-    for table in ("messages", "requests", "sessions", "views", "speakers", "message_index",
-                  "window_index", "segment_index"):
+    for table in ("messages", "requests", "sessions", "views", "speakers", "window_members",
+                  "message_index"):
         assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
     on_disk = store_bytes(app.store.path)
     assert MARKER.encode() not in on_disk

@@ -49,14 +49,13 @@ def test_segments_split_at_a_silence_and_at_the_size_cap(svc):
     assert conn.execute("SELECT open_segment_id FROM sessions").fetchone()[0] is not None
 
 
-def test_a_growing_segment_is_searchable_by_all_of_its_words(svc):
-    add(svc, "r1", "s", (0, "alpha"))
-    add(svc, "r2", "s", (MINUTE, "beta"))
+def test_window_members_link_every_window_to_its_messages(svc):
+    add(svc, "r1", "s", (0, "one"), (MINUTE, "two"), (2 * MINUTE, "three"))
     conn = svc.store.connection("u", create=False)
-    rows = conn.execute("SELECT rowid FROM segment_index WHERE segment_index MATCH 'alpha AND beta'")
-    assert len(rows.fetchall()) == 1
-    assert conn.execute("SELECT count(*) FROM segment_index WHERE segment_index MATCH 'alpha'"
-                        ).fetchone()[0] == 1  # the old row was replaced, not kept
+    members = conn.execute("SELECT message_id, view_id FROM window_members ORDER BY view_id, "
+                           "message_id").fetchall()
+    windows = conn.execute("SELECT id, message_ids FROM views WHERE kind = 'window' ORDER BY id")
+    assert members == [(m, view_id) for view_id, ids in windows for m in sorted(json.loads(ids))]
 
 
 def test_windows_are_results_with_their_sources(svc):
