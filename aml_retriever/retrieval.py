@@ -8,8 +8,9 @@ import datetime as dt
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aml_retriever.candidates import ranked
 from aml_retriever.features import Features
@@ -146,40 +147,35 @@ class Retrieval:
 
     # ---- loading -------------------------------------------------------------------------
 
-    def _windows_around(self, messages: list[tuple[int, float]], depth: int) -> list[tuple[int, float]]:
+    def _windows_around(self, messages: list[tuple[int, float]],
+                        depth: int) -> list[tuple[int, float]]:
         """The windows holding a message hit, scored by the sum of their hits' BM25: a window
         that joins two matching turns outscores either turn."""
-        score = dict(messages)
-        ids = list(score)
-        totals: dict[int, float] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for message_id, view_id in self.conn.execute(
-                    "SELECT message_id, view_id FROM window_members WHERE message_id IN "
-                    f"({','.join('?' * len(chunk))})", chunk):
-                totals[view_id] = totals.get(view_id, 0.0) + score[message_id]
+        totals = self._sum_hits("SELECT message_id, view_id FROM window_members WHERE message_id", messages)
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:depth]
 
     def _segments_of(self, messages: list[tuple[int, float]]) -> dict[int, float]:
         """Each segment's score: the sum of its message hits' BM25."""
+        return self._sum_hits("SELECT id, segment_id FROM messages WHERE id", messages)
+
+    def _sum_hits(self, select: str, messages: list[tuple[int, float]]) -> dict[int, float]:
+        """Sum the hits' scores by the group `select` maps each hit to ((hit id, group) rows)."""
         score = dict(messages)
-        ids = list(score)
         totals: dict[int, float] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for message_id, segment in self.conn.execute(
-                    "SELECT id, segment_id FROM messages WHERE id IN "
-                    f"({','.join('?' * len(chunk))})", chunk):
-                if segment is not None:
-                    totals[segment] = totals.get(segment, 0.0) + score[message_id]
+        for message_id, group in self._rows_in(select, list(score)):
+            if group is not None:
+                totals[group] = totals.get(group, 0.0) + score[message_id]
         return totals
 
+    def _rows_in(self, select: str, ids: list[int]) -> Iterator[tuple[Any, ...]]:
+        """Rows of `select ... IN (ids)`, in chunks that stay below SQLite's variable limit."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            yield from self.conn.execute(f"{select} IN ({','.join('?' * len(chunk))})", chunk)
+
     def _window_members(self, view_ids: list[int]) -> dict[int, list[int]]:
-        if not view_ids:
-            return {}
-        rows = self.conn.execute(f"SELECT id, message_ids FROM views WHERE id IN "
-                                 f"({','.join('?' * len(view_ids))})", view_ids)
-        return {view_id: json.loads(members) for view_id, members in rows}
+        return {view_id: json.loads(members) for view_id, members in
+                self._rows_in("SELECT id, message_ids FROM views WHERE id", view_ids)}
 
     def _following(self, hits: list[int]) -> dict[int, int]:
         """The next message in conversation order after each top hit: {next id: hit's rank}."""
@@ -197,12 +193,9 @@ class Retrieval:
 
     def _load_rows(self, ids: Iterable[int]) -> None:
         missing = [i for i in ids if i not in self.rows]
-        for start in range(0, len(missing), 500):
-            chunk = missing[start:start + 500]
-            for row in self.conn.execute(
-                    "SELECT id, session_id, role, content, timestamp_ms, segment_id, features "
-                    f"FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                self.rows[row[0]] = MessageRow(*row[:6], Features.from_json(row[6]))
+        for row in self._rows_in("SELECT id, session_id, role, content, timestamp_ms, segment_id, "
+                                 "features FROM messages WHERE id", missing):
+            self.rows[row[0]] = MessageRow(*row[:6], Features.from_json(row[6]))
 
     def _named_speakers(self, plan: QueryPlan) -> frozenset[str]:
         """This user's speakers whose every name word the question contains."""
