@@ -33,6 +33,10 @@ from aml_retriever.signals import RetrievalConfig
 DEFAULT_OUT = "eval_out"
 
 
+def _example(command: str) -> str:
+    return f"example:\n  {command}\n\nexit codes: 0 success, 1 failure (reason on stderr), 2 usage error"
+
+
 def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
@@ -100,7 +104,9 @@ def _records(results: Sequence[dict[str, Any]], config: str) -> list[dict[str, A
 # ---- run_eval --------------------------------------------------------------------------------
 
 def run_eval(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="run_eval.py", description=(
+    parser = argparse.ArgumentParser(prog="run_eval.py", epilog=_example(
+        "python3 scripts/run_eval.py --suite mixed --scale medium --seeds 1,2,3 --ablation"),
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "Evaluate retrieval on synthetic suites (or replay files), in-process or over HTTP."))
     _data_arguments(parser)
     parser.add_argument("--ablation", action="store_true",
@@ -211,7 +217,9 @@ def _run_http(args: argparse.Namespace, argv: Sequence[str], started: float) -> 
 # ---- run_scan --------------------------------------------------------------------------------
 
 def run_scan(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="run_scan.py", description=(
+    parser = argparse.ArgumentParser(prog="run_scan.py", epilog=_example(
+        "python3 scripts/run_scan.py --grid weight_date=0.25,0.5,1 --metric MRR"),
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "Scan a grid of numeric retrieval settings; rank by a metric, guarding Recall@20."))
     _data_arguments(parser)
     parser.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
@@ -256,7 +264,9 @@ def run_scan(argv: Sequence[str] | None = None) -> int:
 # ---- prepare_public_data ---------------------------------------------------------------------
 
 def prepare(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="prepare_public_data.py", description=(
+    parser = argparse.ArgumentParser(prog="prepare_public_data.py", epilog=_example(
+        "python3 scripts/prepare_public_data.py --locomo data/locomo10.json --out eval_out/replay"),
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "Convert LoCoMo and LongMemEval files (given by path) into replay files."))
     parser.add_argument("--locomo", nargs="+", default=[], metavar="PATH",
                         help="locomo10.json, per-conversation files, or a directory of them")
@@ -291,7 +301,9 @@ def prepare(argv: Sequence[str] | None = None) -> int:
 # ---- replay ----------------------------------------------------------------------------------
 
 def replay(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="replay.py", description=(
+    parser = argparse.ArgumentParser(prog="replay.py", epilog=_example(
+        "python3 scripts/replay.py --url http://127.0.0.1:8080 --replay eval_out/replay/"),
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "Run the Adds and Searches of replay files against a live server; report metrics, Add "
         "throughput and Search latency."))
     parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8080")
