@@ -29,7 +29,7 @@ ADJACENT_TO_TOP = 10
 # At full supersession weight, a statement older than a newer update of the same thing keeps this
 # share of its fused score: demoted below the update, never removed.
 SUPERSEDED_KEEP = 0.5
-_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -275,9 +275,7 @@ class Retrieval:
         for m in members:
             words = self._message_words.get(m)
             if words is None:
-                text = self.rows[m].content
-                words = self._message_words[m] = frozenset(
-                    _ASCII_WORD.findall(text.lower()) if text.isascii() else words_of(text))
+                words = self._message_words[m] = _exact_words(self.rows[m].content)
             shared |= wanted & words
         return frozenset(shared)
 
@@ -309,3 +307,15 @@ class Retrieval:
             if self.rows[candidate.members[-1]].segment_id in segments:
                 flags.setdefault(candidate.key, []).append("segment")
         return {k: tuple(v) for k, v in flags.items()}
+
+
+def _exact_words(text: str) -> frozenset[str]:
+    """A message's words as the words column sees them (tokenizer.words_of), computed cheaply:
+    only words with non-ASCII letters go through the full normalisation."""
+    words = set()
+    for word in _WORD.findall(text.casefold()):
+        if word.isascii():
+            words.add(word)
+        else:
+            words.update(words_of(word))
+    return frozenset(words)
