@@ -137,15 +137,17 @@ def extract_dates(text: str, reference_ms: int | None) -> list[str]:
     ref = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=reference_ms)).date() \
         if reference_ms is not None else dt.date.today()
     lowered = text.lower()
-    taken: list[tuple[int, int]] = []
+    # One flag per character read by a pattern: checking a match costs its own length, so the
+    # work stays linear in the text however many dates it holds.
+    taken = bytearray(len(lowered))
     found: list[tuple[int, str]] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(lowered):
-            if any(start < m.end() and m.start() < end for start, end in taken):
+            if any(taken[m.start():m.end()]):
                 continue
             value = _resolve(kind, m, ref)
             if value:
-                taken.append(m.span())
+                taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
                 found.append((m.start(), value))
     return list(dict.fromkeys(value for _, value in sorted(found)))
 

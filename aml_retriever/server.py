@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hmac
 import http.server
+import io
 import ipaddress
 import json
 import logging
+import math
 import queue
 import re
+import selectors
 import socket
 import threading
 import time
@@ -48,8 +51,16 @@ from aml_retriever.validation import parse_add, parse_json, parse_search, parse_
 log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
 
-# A body must arrive within this many socket timeouts in all, however it is trickled.
+# A request's head (request line and headers), and then its body, must each arrive within this
+# many socket timeouts in all, however they are trickled.
 BODY_DEADLINE_FACTOR = 3
+# A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
+# while what the client sends is read and dropped. Closed at once with its request unread, it
+# would be reset, and a client still sending would see a broken pipe instead of the 503.
+REJECTED_LINGER_S = 1.0
+REJECTED_LINGER_MAX = 512
+# The methods routes may accept; any other method token is logged as OTHER, never as sent.
+KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
 USERS_PREFIX = "/users/"
 
 
@@ -101,6 +112,32 @@ def resolve(raw_path: str) -> tuple[Route, str | None]:
     raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
 
 
+class DeadlineReader(io.RawIOBase):
+    """The read side of a connection with a deadline. A socket timeout restarts with every byte,
+    so on its own it lets a client trickle a request a byte at a time and hold a worker for as
+    long as it likes; past the deadline every read fails with TimeoutError instead."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        super().__init__()
+        self.sock, self.timeout = sock, timeout
+        self.deadline = math.inf
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        if remaining >= self.timeout:
+            return self.sock.recv_into(buffer)
+        self.sock.settimeout(remaining)
+        try:
+            return self.sock.recv_into(buffer)
+        finally:
+            self.sock.settimeout(self.timeout)  # writes keep the full timeout
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"aml_retriever/{__version__}"
@@ -116,9 +153,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.config.socket_timeout
         super().setup()
+        self.rfile.close()  # replaced by a reader with a deadline (the socket stays open)
+        self.reader = DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self.reader)
 
     def handle_one_request(self) -> None:
         self.server.track(self.connection, busy=False)
+        self.reader.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
         try:
             super().handle_one_request()
         except (TimeoutError, ConnectionError):
@@ -128,10 +169,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.track(self.connection, busy=True)
         if not super().parse_request():
             return False
+        if self.request_version == "HTTP/0.9":  # a request line without a version
+            self.send_error(400)
+            return False
         if self.headers.defects:  # e.g. a header line without a colon
             self.send_error(400)
             return False
         return True
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other method (BREW, PROPFIND, ...) gets the JSON 404 or 405 of `_dispatch`
+        rather than http.server's 501."""
+        if name.startswith("do_"):
+            return lambda: self._dispatch(name[3:])
+        raise AttributeError(name)
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -176,7 +227,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status, payload = 500, internal_error_body()
             self._log_unexpected(exc)
         self._send_json(status, payload, headers)
-        log.info("%s %s %d %.1fms", method, label, status, (time.perf_counter() - started) * 1000)
+        log.info("%s %s %d %.1fms", method if method in KNOWN_METHODS else "OTHER", label, status,
+                 (time.perf_counter() - started) * 1000)
 
     def _authenticate(self) -> None:
         key = self.server.config.api_key
@@ -199,7 +251,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length_header = self.headers.get_all("Content-Length") or []
         if not length_header:
             raise LengthRequired("Content-Length is required")
-        if len(length_header) > 1 or not length_header[0].strip().isdigit():
+        if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
             raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
         length = int(length_header[0])
         if length > self.server.config.max_body_bytes:
@@ -212,6 +264,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_body(self, length: int) -> bytes:
         deadline = time.monotonic() + self.server.config.socket_timeout * BODY_DEADLINE_FACTOR
+        self.reader.deadline = deadline
         chunks, remaining = [], length
         while remaining:
             try:
@@ -229,10 +282,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        # An error before the body was read leaves unread bytes on the connection: close it.
+        # An error before the body was read leaves unread bytes on the connection: close it. So
+        # does a body sent with another method, which is never read: left on the connection it
+        # would be parsed as the next request (a proxy in front would count one request, not two).
         if status >= 400 and not self._body_read and self.command == "POST":
             self.close_connection = True
-        if self.server.stopping:
+        if self.command != "POST" and (self.headers.get("Transfer-Encoding")
+                                       or self.headers.get("Content-Length", "0").strip() != "0"):
+            self.close_connection = True
+        # Connections are waiting for a worker: hand this one back after its answer, so clients
+        # that keep their connections busy cannot starve the queue for as long as they like.
+        if self.server.stopping or self.server.connections_waiting():
             self.close_connection = True
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -292,6 +352,8 @@ class AmlHTTPServer(http.server.HTTPServer):
         self._connections_lock = threading.Lock()
         self._on_worker_exit = on_worker_exit
         super().__init__((config.host, config.port), Handler)
+        self._rejected = Lingerer()
+        self._rejected.start()
         self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
                          for i in range(config.workers)]
         for worker in self._workers:
@@ -303,6 +365,9 @@ class AmlHTTPServer(http.server.HTTPServer):
         except queue.Full:
             self._reject(request)
 
+    def connections_waiting(self) -> bool:
+        return not self._jobs.empty()
+
     def _reject(self, request: socket.socket) -> None:
         body = json.dumps(error_body(Overloaded("the server is at capacity; retry after a second"))).encode()
         head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -310,9 +375,11 @@ class AmlHTTPServer(http.server.HTTPServer):
         try:
             request.settimeout(1.0)
             request.sendall(head.encode() + body)
+            request.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        self.shutdown_request(request)
+        if not self._rejected.keep(request):
+            self.shutdown_request(request)
         log.info("- - 503 0.0ms")
 
     def _work(self) -> None:
@@ -352,9 +419,71 @@ class AmlHTTPServer(http.server.HTTPServer):
         deadline = time.monotonic() + grace_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
+        self._rejected.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         errors_log.warning("connection error")
+
+
+class Lingerer(threading.Thread):
+    """Closes refused connections gently: reads and drops what their clients still send, and
+    closes each at its end of stream or after REJECTED_LINGER_S, whichever comes first."""
+
+    def __init__(self) -> None:
+        super().__init__(name="aml-rejected", daemon=True)
+        self._selector = selectors.DefaultSelector()
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+
+    def keep(self, sock: socket.socket) -> bool:
+        """Take a half-closed connection; False when too many are lingering (close it now)."""
+        with self._lock:
+            if len(self._deadlines) >= REJECTED_LINGER_MAX:
+                return False
+            sock.setblocking(False)
+            self._selector.register(sock, selectors.EVENT_READ)
+            self._deadlines[sock] = time.monotonic() + REJECTED_LINGER_S
+        self._wake.set()
+        return True
+
+    def stop(self) -> None:
+        """Close every lingering connection and end the thread."""
+        self._stopping = True
+        self._wake.set()
+        self.join()
+
+    def run(self) -> None:
+        while not self._stopping:
+            with self._lock:
+                waiting = bool(self._deadlines)
+                if not waiting:
+                    self._wake.clear()
+            if not waiting:
+                self._wake.wait()
+                continue
+            ready = {key.fileobj for key, _ in self._selector.select(timeout=0.05)}
+            self._close(ready, time.monotonic())
+        self._close(set(), math.inf)
+        self._selector.close()
+
+    def _close(self, ready: set[Any], now: float) -> None:
+        """Close the connections whose clients are done or whose time is up."""
+        with self._lock:
+            for sock, deadline in list(self._deadlines.items()):
+                done = now > deadline
+                if sock in ready:
+                    try:
+                        done = done or not sock.recv(65536)
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        done = True
+                if done:
+                    self._selector.unregister(sock)
+                    del self._deadlines[sock]
+                    sock.close()
 
 
 def _error_headers(exc: AmlError) -> dict[str, str]:

@@ -201,7 +201,7 @@ class Store:
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         # Deleted text is overwritten with zeros, so a deleted user does not linger in free pages.
         conn.execute("PRAGMA secure_delete = ON")
@@ -324,6 +324,22 @@ class Store:
         if self._lock_file is not None:
             os.close(self._lock_file)
             self._lock_file = None
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put a file in WAL mode. Switching takes a lock without waiting on busy_timeout, so two
+    first Adds of a new user, opening its new file at once, would fail one of them with
+    "database is locked": the switch is retried until the other is done. A file already in WAL
+    mode (every file but a new one) is only asked, which takes no lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _statements(script: str) -> list[str]:

@@ -63,6 +63,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _DuplicateKey as exc:
+        if exc.key == "body":
+            raise InvalidBody("body repeats a key", "body") from None
         raise InvalidBody(f"body has the key {exc.key!r} more than once", exc.key) from None
     except (ValueError, RecursionError):
         raise InvalidBody("body must be valid JSON", "body") from None
@@ -71,10 +73,16 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
+# The keys this service reads. A repeated one is named in the error; any other key is the
+# caller's own text (it may be content), so the error names only the body.
+FIELD_NAMES = frozenset({"request_id", "user_id", "session_id", "messages", "role", "content",
+                         "timestamp", "query", "top_k", "options", "filter_session"})
+
+
 class _DuplicateKey(ValueError):
     def __init__(self, key: str) -> None:
         super().__init__(key)
-        self.key = key if _is_text(key) and len(key) <= 64 else "body"
+        self.key = key if key in FIELD_NAMES else "body"
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

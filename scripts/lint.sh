@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -m ruff --version >/dev/null 2>&1 || "$PYTHON" -m pip install --quiet ruff
-exec "$PYTHON" -m ruff check aml_retriever tests bench "$@"
+exec "$PYTHON" -m ruff check aml_retriever tests bench scripts "$@"

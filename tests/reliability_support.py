@@ -1,0 +1,178 @@
+"""What the reliability tests share: a server in its own process, raw HTTP exchanges, the user files
+on disk, and the invariants every user file must keep (an Add is whole or absent)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aml_retriever.store import shard_name
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerProcess:
+    """`python3 -m aml_retriever serve` on a free loopback port; its stderr is drained so a busy
+    server never blocks on a full pipe."""
+
+    def __init__(self, db: Path, *flags: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "aml_retriever", "serve", "--host", "127.0.0.1", "--port", "0",
+             "--db", str(db), *flags],
+            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.port = self._wait_for_port()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_for_port(self) -> int:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if "serving on" in line:
+                return int(line.rsplit(":", 1)[1].split()[0])
+            self.lines.append(line)
+        raise AssertionError("server did not start:\n" + "".join(self.lines))
+
+    def _drain(self) -> None:
+        """Read the access log as it comes; keep only what is not an access line."""
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if "aml_retriever.access" not in line:
+                self.lines.append(line)
+
+    def kill(self) -> None:
+        self.process.kill()  # SIGKILL: no handler, no checkpoint, no close
+        self.process.wait(timeout=15)
+
+    def stop(self) -> int:
+        self.process.terminate()
+        return self.process.wait(timeout=30)
+
+
+def user_file(db: Path, user_id: str) -> Path:
+    """Where the store keeps one user's SQLite file (named by a hash of the id)."""
+    name = shard_name(user_id)
+    return Path(str(db) + ".users") / name[:2] / f"{name}.db"
+
+
+def store_bytes(db: Path) -> bytes:
+    """Every byte of the store on disk: catalog, user files, their WAL and shared memory."""
+    files = [db, *sorted(Path(str(db) + ".users").rglob("*"))]
+    return b"".join(p.read_bytes() for p in files if p.is_file())
+
+
+def open_user(db: Path, user_id: str) -> sqlite3.Connection:
+    return sqlite3.connect(user_file(db, user_id), isolation_level=None, timeout=30)
+
+
+def broken_adds(conn: sqlite3.Connection) -> list[str]:
+    """Every way the file breaks "an Add is stored whole or not at all"; empty when it holds."""
+    problems = []
+    requests = {rid: stored for rid, stored in conn.execute("SELECT request_id, stored FROM requests")}
+    positions: dict[str, list[int]] = {}
+    for rid, position in conn.execute("SELECT request_id, position FROM messages "
+                                      "ORDER BY request_id, position"):
+        positions.setdefault(rid, []).append(position)
+    for rid, stored in requests.items():
+        if positions.get(rid) != list(range(stored)):
+            problems.append(f"request {rid!r} records {stored} messages, file holds "
+                            f"positions {positions.get(rid)}")
+    problems += [f"messages of {rid!r} without a request record" for rid in positions
+                 if rid not in requests]
+    for session_id, counted in conn.execute("SELECT session_id, message_count FROM sessions"):
+        held = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?",
+                            (session_id,)).fetchone()[0]
+        if held != counted:
+            problems.append(f"session cursor counts {counted} messages, file holds {held}")
+    sessions = {s for (s,) in conn.execute("SELECT DISTINCT session_id FROM messages")}
+    cursors = {s for (s,) in conn.execute("SELECT session_id FROM sessions")}
+    if sessions != cursors:
+        problems.append("sessions with messages and session cursors differ")
+    ids = {i for (i,) in conn.execute("SELECT id FROM messages")}
+    for (members,) in conn.execute("SELECT message_ids FROM views"):
+        if not set(json.loads(members)) <= ids:
+            problems.append("a view names messages that are not stored")
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "window_members" in tables and conn.execute(
+            "SELECT count(*) FROM window_members WHERE message_id NOT IN (SELECT id FROM messages) "
+            "OR view_id NOT IN (SELECT id FROM views)").fetchone()[0]:
+        problems.append("a window membership names a message or view that is not stored")
+    indexed = conn.execute("SELECT count(*) FROM message_index").fetchone()[0]
+    if indexed != len(ids):
+        problems.append(f"message index has {indexed} rows for {len(ids)} messages")
+    return problems
+
+
+def fts_tables(conn: sqlite3.Connection) -> list[str]:
+    return [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")]
+
+
+def integrity(conn: sqlite3.Connection) -> list[str]:
+    """SQLite's own check of the file, plus FTS5's check of each full-text index."""
+    found = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    for index in fts_tables(conn):
+        try:
+            conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            found.append(f"{index}: {exc}")
+    return [] if found == ["ok"] else found
+
+
+@dataclass
+class RawResponse:
+    status: int
+    head: bytes
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def exchange(port: int, data: bytes, timeout: float = 5.0, half_close: bool = True) -> bytes:
+    """Send raw bytes on a fresh connection and read until the server closes it (or `timeout`).
+    With `half_close` the client then shuts its sending side, so the server sees the end of the
+    request at once instead of waiting out its socket timeout."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the server may answer and close before reading everything
+            pass
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return b"".join(chunks)
+
+
+def responses(stream: bytes, head_first: bool = False) -> list[RawResponse]:
+    """Split what a server sent on one connection into its HTTP/1.1 responses (each carries a
+    Content-Length; the answer to a HEAD request, `head_first`, has none of its body); raises
+    AssertionError on anything that is not such a response."""
+    found = []
+    while stream:
+        head, separator, rest = stream.partition(b"\r\n\r\n")
+        assert separator, f"incomplete response head: {stream[:200]!r}"
+        status_line, *header_lines = head.split(b"\r\n")
+        assert status_line.startswith(b"HTTP/1.1 "), f"not an HTTP/1.1 status line: {status_line!r}"
+        if status_line.startswith(b"HTTP/1.1 1"):  # an interim answer (100 Continue): no body
+            stream = rest
+            continue
+        headers = dict(line.split(b": ", 1) for line in header_lines)
+        length = int(headers[b"Content-Length"])
+        if head_first and not found and not rest.startswith(b"{"):
+            length = 0  # the answer to HEAD (a line too broken to be read as HEAD gets a body)
+        assert len(rest) >= length, "response body shorter than its Content-Length"
+        found.append(RawResponse(int(status_line.split()[1]), head, rest[:length]))
+        stream = rest[length:]
+    return found
