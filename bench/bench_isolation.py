@@ -51,7 +51,6 @@ import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -64,6 +63,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+from benchlib import log, run_and_report
 
 from aml_retriever import __version__
 from aml_retriever.service import MemoryService
@@ -236,10 +237,6 @@ class BuildPlan:
         return [*users[:middle], (TARGET_USER, self.user_messages), *users[middle:]]
 
 
-def _log(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
 def _write_users(job: tuple[str, int, list[tuple[str, int]], int, int]) -> tuple[int, float]:
     """Worker: write the given users into the store with svc.add. Each worker has its own Store
     (its own connections); users never span workers, so no two processes write one file."""
@@ -256,7 +253,7 @@ def _write_users(job: tuple[str, int, list[tuple[str, int]], int, int]) -> tuple
             store.checkpoint_dirty()
             if done % 50 == 0 or done == len(users):
                 rate = written / (time.perf_counter() - started)
-                _log(f"  worker {worker + 1}/{workers}: {done}/{len(users)} users, "
+                log(f"  worker {worker + 1}/{workers}: {done}/{len(users)} users, "
                      f"{written:,} messages, {rate:,.0f} msg/s")
     finally:
         store.close()
@@ -294,17 +291,17 @@ def build_or_reuse(root: Path, plan: BuildPlan, jobs: int) -> dict[str, Any]:
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("plan") == wanted:
-            _log(f"reusing the stores built earlier in {root}")
+            log(f"reusing the stores built earlier in {root}")
             return {**manifest["build"], "reused": True}
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    _log(f"building the crowded store: {plan.others:,} other messages + {plan.user_messages:,} "
+    log(f"building the crowded store: {plan.others:,} other messages + {plan.user_messages:,} "
          f"of the target, {jobs} process(es)")
     crowded = build_store(root / "crowded.db", plan.seed, plan.crowded_users(), jobs)
-    _log(f"crowded store built in {crowded['seconds']:.1f} s "
+    log(f"crowded store built in {crowded['seconds']:.1f} s "
          f"({crowded['messages_per_second']:,} msg/s)")
     alone = build_store(root / "alone.db", plan.seed, [(TARGET_USER, plan.user_messages)], 1)
-    _log(f"alone store built in {alone['seconds']:.1f} s")
+    log(f"alone store built in {alone['seconds']:.1f} s")
     build = {"crowded": crowded, "alone": alone, "reused": False}
     manifest_path.write_text(json.dumps({"plan": wanted, "build": build}, indent=2))
     return build
@@ -571,16 +568,16 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     alone, crowded = Subject.open("alone", root / "alone.db"), Subject.open("crowded", root / "crowded.db")
     try:
-        _log("checking results are identical (also the warm-up pass)")
+        log("checking results are identical (also the warm-up pass)")
         check = compare_results(alone, crowded, queries, args.top_k)
         # The collector is paused while timing: a collection would land on whichever call
         # happened to trigger it, adding noise that has nothing to do with the store.
         gc.collect()
         gc.disable()
         try:
-            _log(f"timing: {args.rounds} rounds x {len(queries)} queries x 4 paths")
+            log(f"timing: {args.rounds} rounds x {len(queries)} queries x 4 paths")
             warm = measure_warm(alone, crowded, queries, args.top_k, args.rounds)
-            _log(f"timing: {args.reopen_rounds} rounds with reopened connections")
+            log(f"timing: {args.reopen_rounds} rounds with reopened connections")
             reopen = measure_reopen(alone, crowded, queries, args.top_k, args.reopen_rounds)
         finally:
             gc.enable()
@@ -613,24 +610,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    made_temp = args.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix="bench_isolation_")) if made_temp else args.workdir
-    root = workdir / "bench_isolation"
-    try:
-        report = run(args, root)
-    finally:
-        if not args.keep:
-            shutil.rmtree(workdir if made_temp else root, ignore_errors=True)
-        else:
-            _log(f"kept the stores in {root}")
-    text = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "isolation.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "isolation.md").write_text(text)
-    print(text)
-    _log(f"wrote {args.out / 'isolation.json'} and {args.out / 'isolation.md'}")
-    return 0 if report["passed"] else 1
+    return run_and_report("isolation", parse_args(argv), run, markdown)
 
 
 if __name__ == "__main__":

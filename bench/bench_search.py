@@ -62,7 +62,6 @@ import statistics
 import string
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +73,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+from benchlib import log, run_and_report
 
 from aml_retriever import __version__
 from aml_retriever.query import plan
@@ -335,10 +336,6 @@ def make_queries(seed: int, source: Sequence[Generated], count: int) -> list[tup
 # ---- building the stores -----------------------------------------------------------------
 
 
-def _log(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
 def _store_path(root: Path, size: int) -> Path:
     return root / f"n{size}" / "aml.db"
 
@@ -348,7 +345,7 @@ def build_store(path: Path, seed: int, size: int, expected_rate: float | None) -
     adds = user_adds(generated(seed, size))
     svc = MemoryService.open(str(path), synchronous="NORMAL")
     if expected_rate:
-        _log(f"  n={size:,}: expect about {size / expected_rate:,.0f} s at {expected_rate:,.0f} msg/s")
+        log(f"  n={size:,}: expect about {size / expected_rate:,.0f} s at {expected_rate:,.0f} msg/s")
     started = last_log = time.perf_counter()
     written = 0
     try:
@@ -360,7 +357,7 @@ def build_store(path: Path, seed: int, size: int, expected_rate: float | None) -
             if time.perf_counter() - last_log >= PROGRESS_SECONDS:
                 last_log = time.perf_counter()
                 rate = written / (last_log - started)
-                _log(f"  n={size:,}: {written:,}/{size:,} messages, {rate:,.0f} msg/s, "
+                log(f"  n={size:,}: {written:,}/{size:,} messages, {rate:,.0f} msg/s, "
                      f"~{(size - written) / rate:,.0f} s left")
         svc.store.checkpoint_dirty()
     finally:
@@ -382,17 +379,17 @@ def build_or_reuse(root: Path, seed: int, sizes: Sequence[int]) -> dict[int, dic
                   "index_identity": index_identity(RetrievalConfig().index_identity())}
         if manifest_path.exists() and json.loads(manifest_path.read_text()).get("plan") == wanted:
             builds[size] = {**json.loads(manifest_path.read_text())["build"], "reused": True}
-            _log(f"n={size:,}: reusing the store built earlier in {path.parent}")
+            log(f"n={size:,}: reusing the store built earlier in {path.parent}")
             continue
         shutil.rmtree(path.parent, ignore_errors=True)
         path.parent.mkdir(parents=True)
-        _log(f"n={size:,}: building ({ADD_SIZE}-message Adds, synchronous=NORMAL)")
+        log(f"n={size:,}: building ({ADD_SIZE}-message Adds, synchronous=NORMAL)")
         build = build_store(path, seed, size, rate)
         rate = build["messages_per_second"]
-        _log(f"n={size:,}: built in {build['seconds']:,.1f} s ({rate:,} msg/s)")
+        log(f"n={size:,}: built in {build['seconds']:,.1f} s ({rate:,} msg/s)")
         rest = sum(s for s in sizes if s > size)
         if rest:
-            _log(f"  estimated build time of the larger sizes at this rate: {rest / rate:,.0f} s")
+            log(f"  estimated build time of the larger sizes at this rate: {rest / rate:,.0f} s")
         manifest_path.write_text(json.dumps({"plan": wanted, "build": build}, indent=2))
         builds[size] = {**build, "reused": False}
     return builds
@@ -708,27 +705,27 @@ def _measure_size(args: argparse.Namespace, root: Path, size: int, queries: list
     subject = Subject(_store_path(root, size))
     try:
         report["stores"][str(size)] = store_shape(subject.full)
-        _log(f"n={size:,}: warm-up pass")
+        log(f"n={size:,}: warm-up pass")
         report["results_check"][str(size)] = check_results(subject, queries, expressions)
         # The collector is paused while timing: a collection would land on whichever call
         # happened to trigger it, adding noise that has nothing to do with the Search.
         gc.collect()
         gc.disable()
         try:
-            _log(f"n={size:,}: timing {args.rounds} rounds x {len(queries)} queries x "
+            log(f"n={size:,}: timing {args.rounds} rounds x {len(queries)} queries x "
                  f"{3 * len(TOP_KS)} paths")
             samples = measure(subject, queries, expressions, args.rounds)
         finally:
             gc.enable()
         if report["profile"] is None and size == report["profile_size"]:
-            _log(f"n={size:,}: profiling one pass of the full Search")
+            log(f"n={size:,}: profiling one pass of the full Search")
             report["profile"] = {"size": size, **profile(subject, queries, TOP_KS[0])}
     finally:
         subject.close()
     stats = {label: s.summary() for label, s in samples.items()}
     report["latency_ms"][str(size)] = stats
     report["ratios"] += ratios(size, samples, stats, args.max_ratio)
-    _log(f"n={size:,}: p50 full {stats['full k=10']['p50']:.2f} ms, lexical "
+    log(f"n={size:,}: p50 full {stats['full k=10']['p50']:.2f} ms, lexical "
          f"{stats['lexical k=10']['p50']:.2f} ms, floor {stats['floor k=10']['p50']:.3f} ms (top_k 10)")
 
 
@@ -774,24 +771,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    made_temp = args.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix="bench_search_")) if made_temp else args.workdir
-    root = workdir / "bench_search"
-    try:
-        report = run(args, root)
-    finally:
-        if not args.keep:
-            shutil.rmtree(workdir if made_temp else root, ignore_errors=True)
-        else:
-            _log(f"kept the stores in {root}")
-    text = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "search.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "search.md").write_text(text)
-    print(text)
-    _log(f"wrote {args.out / 'search.json'} and {args.out / 'search.md'}")
-    return 0 if report["passed"] else 1
+    return run_and_report("search", parse_args(argv), run, markdown)
 
 
 if __name__ == "__main__":
