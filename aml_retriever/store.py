@@ -57,7 +57,8 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
                  view_shape: str = "", reindexing: bool = False) -> None:
-        self.path = Path(path)
+        # Absolute, so file URIs (read-only opens) work and a later chdir changes nothing.
+        self.path = Path(os.path.abspath(path))
         self.index_identity = index_identity(view_shape or RetrievalConfig().index_identity())
         self._reindexing = reindexing
         self.shard_dir = Path(str(self.path) + ".users")

@@ -126,3 +126,18 @@ def test_each_thread_uses_its_own_connection(tmp_path):
     t.start()
     t.join()
     assert seen[0] is not None and seen[0] is not store.connection("alice", create=False)
+
+
+def test_a_relative_store_path_works_for_every_operation(tmp_path, monkeypatch):
+    """The default store is the relative ./aml.db: reads open files by URI, which must be absolute."""
+    from aml_retriever.validation import SearchRequest
+
+    monkeypatch.chdir(tmp_path)
+    service = MemoryService(Store("./aml.db"))
+    add(service, "alice", "r1", "relative path pelican")
+    found = service.search(SearchRequest("pelican", "alice", 5, (), None))["data"]
+    assert [r["content"] for r in found] == ["relative path pelican"]
+    assert service.stats()["messages"] == 1
+    assert service.delete_user("alice")["deleted"]["messages"] == 1
+    assert (tmp_path / "aml.db").exists()
+    service.close()
