@@ -49,11 +49,10 @@ import platform
 import random
 import shutil
 import sqlite3
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -64,7 +63,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchlib import log, run_and_report
+from benchlib import Samples, log, paired_ratio, run_and_report
 
 from aml_retriever import __version__
 from aml_retriever.service import MemoryService
@@ -336,28 +335,6 @@ class Subject:
         self.store.close()
 
 
-@dataclass
-class Samples:
-    """Latencies of one path, in nanoseconds, in the order taken (index = query, round)."""
-    label: str
-    ns: list[int] = field(default_factory=list)
-
-    def summary(self) -> dict[str, float | int]:
-        ms = sorted(n / 1e6 for n in self.ns)
-        return {"p50": _percentile(ms, 50), "p95": _percentile(ms, 95), "p99": _percentile(ms, 99),
-                "mean": statistics.fmean(ms), "min": ms[0], "max": ms[-1], "samples": len(ms)}
-
-
-def _percentile(sorted_ms: list[float], pct: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), on sorted values."""
-    if len(sorted_ms) == 1:
-        return sorted_ms[0]
-    pos = (len(sorted_ms) - 1) * pct / 100
-    low = int(pos)
-    high = min(low + 1, len(sorted_ms) - 1)
-    return sorted_ms[low] + (sorted_ms[high] - sorted_ms[low]) * (pos - low)
-
-
 def _timed(call: Callable[[], object]) -> int:
     started = time.perf_counter_ns()
     call()
@@ -420,12 +397,6 @@ def measure_reopen(alone: Subject, crowded: Subject, queries: Sequence[str], top
                 subject.store.close_thread()
                 samples.ns.append(_timed(lambda s=subject, q=query: s.search(q, top_k)))
     return {s.label: s for s, _ in subjects}
-
-
-def paired_ratio(crowded: Samples, alone: Samples) -> float:
-    """Median over queries of (crowded time / alone time) for the same query and round: a paired
-    statistic, less sensitive to noise than a ratio of two separate percentiles."""
-    return statistics.median(c / a for c, a in zip(crowded.ns, alone.ns, strict=True) if a > 0)
 
 
 # ---- reporting ---------------------------------------------------------------------------

@@ -64,7 +64,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchlib import log, run_and_report
+from benchlib import Samples, log, paired_ratio, run_and_report
 
 from aml_retriever import __version__
 from aml_retriever.query import plan
@@ -411,28 +411,6 @@ def store_shape(svc: MemoryService) -> dict[str, int]:
 # ---- measuring ---------------------------------------------------------------------------
 
 
-@dataclass
-class Samples:
-    """Latencies of one path, in nanoseconds, in the order taken (index = round, query)."""
-    label: str
-    ns: list[int] = field(default_factory=list)
-
-    def summary(self) -> dict[str, float | int]:
-        ms = sorted(n / 1e6 for n in self.ns)
-        return {"p50": _percentile(ms, 50), "p95": _percentile(ms, 95), "p99": _percentile(ms, 99),
-                "mean": statistics.fmean(ms), "min": ms[0], "max": ms[-1], "samples": len(ms)}
-
-
-def _percentile(sorted_ms: list[float], pct: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), on sorted values."""
-    if len(sorted_ms) == 1:
-        return sorted_ms[0]
-    pos = (len(sorted_ms) - 1) * pct / 100
-    low = int(pos)
-    high = min(low + 1, len(sorted_ms) - 1)
-    return sorted_ms[low] + (sorted_ms[high] - sorted_ms[low]) * (pos - low)
-
-
 class Subject:
     """One size's store as the benchmark sees it: the full and lexical-only services over one
     Store (one cached connection), and a raw read-only connection for the floor."""
@@ -511,12 +489,6 @@ def measure(subject: Subject, queries: Sequence[str], expressions: Sequence[str]
                 call(i)
                 samples[label].ns.append(time.perf_counter_ns() - started)
     return samples
-
-
-def paired_ratio(numerator: Samples, denominator: Samples) -> float:
-    """Median over (query, round) of the ratio of two paths' times for the same call: less
-    sensitive to noise than a ratio of separately taken percentiles."""
-    return statistics.median(a / b for a, b in zip(numerator.ns, denominator.ns, strict=True) if b > 0)
 
 
 # ---- profiling ---------------------------------------------------------------------------
