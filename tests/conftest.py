@@ -6,8 +6,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import socket
 import sqlite3
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,15 +94,35 @@ class Client:
         self.conn.close()
 
 
+@contextmanager
+def saturated(app: App) -> Iterator[None]:
+    """Fill a one-worker, one-slot server: one idle connection holds the worker, a second waits
+    in the queue, so the next connection finds it full."""
+    holders = []
+    try:
+        for _ in range(2):
+            holders.append(socket.create_connection(("127.0.0.1", app.port)))
+            time.sleep(0.3)  # let the worker take the first before the second arrives
+        yield
+    finally:
+        for holder in holders:
+            holder.close()
+
+
+def start_app(directory: Any, **overrides: Any) -> App:
+    """A real server on an ephemeral loopback port over a store in `directory`."""
+    values = {"db_path": str(directory / "aml.db"), "port": 0, "host": "127.0.0.1",
+              "socket_timeout": 5.0, "checkpoint_interval": 0.2, **overrides}
+    return App(load(values, environ={})).start()
+
+
 @pytest.fixture
 def make_app(tmp_path: Any) -> Iterator[Any]:
     """Start servers with settings overrides; every one is stopped after the test."""
     apps: list[App] = []
 
     def start(**overrides: Any) -> App:
-        values = {"db_path": str(tmp_path / "aml.db"), "port": 0, "host": "127.0.0.1",
-                  "socket_timeout": 5.0, "checkpoint_interval": 0.2, **overrides}
-        app = App(load(values, environ={})).start()
+        app = start_app(tmp_path, **overrides)
         apps.append(app)
         return app
 

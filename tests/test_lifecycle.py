@@ -4,21 +4,15 @@ reports through exit codes."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import Client
+from reliability_support import store_bytes
 
 from aml_retriever.cli import main
 
 MARKER = "zqxmarker7781"
 CJK_MARKER = "独特标记"
-
-
-def store_bytes(root: Path) -> bytes:
-    """Every byte of the store on disk: catalog, user files, their WAL and shared memory."""
-    files = [root, *sorted(Path(str(root) + ".users").rglob("*"))]
-    return b"".join(p.read_bytes() for p in files if p.is_file())
 
 
 def fill(client: Client, user: str, marker: str, cjk: str = CJK_MARKER) -> None:

@@ -18,14 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Client
+from conftest import Client, start_app
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.app import App
 from aml_retriever.dates import extract_dates
 from aml_retriever.errors import AmlError, InvalidBody
-from aml_retriever.settings import load
 from aml_retriever.tokenizer import FTS_TOKENIZE, MAX_QUERY_TERMS, match_expression, query_terms
 from aml_retriever.validation import parse_add, parse_json, parse_search
 
@@ -185,9 +183,7 @@ STRANGER = "strangermark55"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    app = App(load({"db_path": str(tmp_path_factory.mktemp("input") / "aml.db"), "port": 0,
-                    "host": "127.0.0.1", "socket_timeout": 5.0, "checkpoint_interval": 0.2},
-                   environ={})).start()
+    app = start_app(tmp_path_factory.mktemp("input"))
     c = Client(app.port)
     for i, words in enumerate([OWNER_WORDS, "near and or not", 'quotes " and * stars']):
         assert c.add("owner", f"seed-{i}", [f"{words} {i}"]).status == 200

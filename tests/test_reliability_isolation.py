@@ -17,13 +17,10 @@ from collections import Counter
 from urllib.parse import quote
 
 import pytest
-from conftest import Client
+from conftest import Client, start_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_support import broken_adds, integrity, open_user, store_bytes, user_file
-
-from aml_retriever.app import App
-from aml_retriever.settings import load
 
 VOCABULARY = ("harbor", "lantern", "orchard", "violin", "glacier", "pepper", "compass", "meadow",
               "北京", "咖啡", "Zürich", "café")
@@ -44,9 +41,7 @@ def user_tables(conn: sqlite3.Connection) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    app = App(load({"db_path": str(tmp_path_factory.mktemp("isolation") / "aml.db"), "port": 0,
-                    "host": "127.0.0.1", "socket_timeout": 5.0, "checkpoint_interval": 0.2},
-                   environ={})).start()
+    app = start_app(tmp_path_factory.mktemp("isolation"))
     yield app
     app.stop()
 

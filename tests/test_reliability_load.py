@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import Client
+from conftest import Client, saturated
 from reliability_support import ROOT, broken_adds, open_user, user_file
 
 spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
@@ -118,11 +118,7 @@ def test_a_burst_of_connections_gets_quick_503s_and_no_new_threads(make_app):
 
 def test_a_refused_client_that_sends_at_once_reads_the_503_not_a_reset(make_app):
     app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
-    holders = []
-    try:
-        for _ in range(2):  # the first occupies the worker, the second fills the queue
-            holders.append(socket.create_connection(("127.0.0.1", app.port)))
-            time.sleep(0.3)
+    with saturated(app):
         outcomes: Counter[str] = Counter()
         for _ in range(30):
             conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=5)
@@ -137,9 +133,6 @@ def test_a_refused_client_that_sends_at_once_reads_the_503_not_a_reset(make_app)
             finally:
                 conn.close()
         assert outcomes == {"503 retry after 1": 30}
-    finally:
-        for s in holders:
-            s.close()
 
 
 def test_a_queued_connection_is_served_while_keep_alive_clients_hold_every_worker(make_app):

@@ -7,14 +7,13 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from conftest import Client
+from conftest import Client, saturated
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "logsecret9931"
@@ -30,20 +29,13 @@ def test_keep_alive_serves_many_requests_on_one_connection(client):
 
 def test_a_full_queue_gets_a_quick_503_with_retry_after(make_app):
     app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
-    holders = []
-    try:
-        for _ in range(2):  # the first occupies the worker, the second fills the queue
-            holders.append(socket.create_connection(("127.0.0.1", app.port)))
-            time.sleep(0.3)
+    with saturated(app):
         started = time.monotonic()
         response = Client(app.port).request("GET", "/health")
         assert time.monotonic() - started < 1.0  # answered at once, not after a worker frees
         assert response.status == 503
         assert response.headers["retry-after"] == "1"
         assert response.body["error"]["code"] == "overloaded"
-    finally:
-        for s in holders:
-            s.close()
     time.sleep(0.3)
     assert Client(app.port).request("GET", "/health").status == 200  # control: capacity returns
 
