@@ -178,10 +178,6 @@ def _number(setting: Setting, raw: Any) -> float:
 _VALIDATORS = {"signal_weights": parse_weights, "window_sizes": parse_window_sizes}
 
 
-def env_name(setting: Setting) -> str:
-    return setting.env
-
-
 def load(overrides: Mapping[str, Any] | None = None, config_file: str | None = None,
          environ: Mapping[str, str] | None = None) -> Config:
     """Resolve every setting: default, then config file, then environment, then overrides."""

@@ -154,7 +154,11 @@ class Store:
     def connection(self, user_id: str, create: bool) -> sqlite3.Connection | None:
         """This thread's connection to a user's file; None when the user has no file and
         `create` is false (reads never create files)."""
-        path = self.shard_path(user_id)
+        return self.connection_at(self.shard_path(user_id), create)
+
+    def connection_at(self, path: Path, create: bool = False) -> sqlite3.Connection | None:
+        """This thread's connection to a user file, from a small per-thread LRU (which bounds
+        open file descriptors); None when there is no usable file and `create` is false."""
         cache: OrderedDict[Path, sqlite3.Connection] = self._thread_cache()
         conn = cache.get(path)
         if conn is not None:
@@ -214,16 +218,6 @@ class Store:
                 self._all_connections.remove(conn)
         conn.close()
 
-    def connection_at(self, path: Path) -> sqlite3.Connection | None:
-        """This thread's connection to a user file found on disk (whole-store operations)."""
-        cache = self._thread_cache()
-        if path not in cache:
-            conn = self._open_shard(path, create=False)
-            if conn is None:
-                return None
-            cache[path] = conn
-        return cache[path]
-
     def record_index_identity(self, conn: sqlite3.Connection | None = None) -> None:
         """Stamp a file (or the catalog) as indexed with this store's settings (after reindex)."""
         target = conn or sqlite3.connect(self.path, isolation_level=None)
@@ -270,8 +264,11 @@ class Store:
         files are still waiting (a reader held them)."""
         with self._dirty_lock:
             paths, self._dirty = self._dirty, set()
-        return sum(1 for path in sorted(paths)
-                   if path.exists() and not self.try_checkpoint(self._checkpoint_connection(path)))
+        waiting = 0
+        for path in sorted(paths):
+            conn = self.connection_at(path)
+            waiting += conn is not None and not self.try_checkpoint(conn)
+        return waiting
 
     def try_checkpoint(self, conn: sqlite3.Connection) -> bool:
         """Copy the WAL into the file and truncate it, without waiting: a reader or writer in the
@@ -285,18 +282,6 @@ class Store:
             self.mark_dirty(conn)
         return not busy
 
-    def _checkpoint_connection(self, path: Path) -> sqlite3.Connection:
-        cache = self._thread_cache()
-        conn = cache.get(path)
-        if conn is None:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self._configure(conn)
-            with self._registry_lock:
-                self._all_connections.append(conn)
-            cache[path] = conn
-            while len(cache) > CONNECTIONS_PER_THREAD:
-                self._close(cache.popitem(last=False)[1])
-        return conn
 
     # ---- whole-store operations ----------------------------------------------------------
 
