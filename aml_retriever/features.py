@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from aml_retriever.dates import extract_dates
 from aml_retriever.stopwords import STOP_WORDS
@@ -27,6 +27,9 @@ NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
      "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
      "nineteen", "twenty"])}
+# A number word standing alone among letters ("two", "twenty-one" -> 20 and 1, not "someone").
+_NUMBER_WORD = re.compile(r"(?<![a-z])(" + "|".join(NUMBER_WORDS) + r")(?![a-z])")
+_POSSESSIVE = re.compile(r"['’]s$")
 # Words with which people state that something changed; a message holding one may supersede an
 # older statement of the same thing.
 _UPDATE = re.compile(r"\b(moved to|moving to|relocated|now|currently|changed|switched|no longer|"
@@ -43,7 +46,12 @@ class Features:
     update: bool = False
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        """Only the fields that are set: most messages have no speaker, dates or update, and this
+        JSON is stored with every message (from_json reads an absent field as its default)."""
+        data = {name: value for name, value in (
+            ("speaker", self.speaker), ("entities", self.entities), ("numbers", self.numbers),
+            ("dates", self.dates), ("update", self.update)) if value}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Features:
@@ -78,12 +86,12 @@ def entities_of(text: str) -> tuple[str, ...]:
 
 
 def _strip_possessive(word: str) -> str:
-    return re.sub(r"['’]s$", "", word)
+    return _POSSESSIVE.sub("", word)
 
 
 def numbers_of(text: str) -> tuple[str, ...]:
     digits = [m.group(0).replace(",", "") for m in _NUMBER.finditer(text)]
-    words = [NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in NUMBER_WORDS]
+    words = [NUMBER_WORDS[w] for w in _NUMBER_WORD.findall(text.lower())]
     return tuple(dict.fromkeys(digits + words))
 
 

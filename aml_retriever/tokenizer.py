@@ -53,6 +53,10 @@ _GRAM_RANGES = (
 )
 # Characters that only select a presentation and carry no meaning of their own.
 _IGNORABLE = {"\u200d", "\ufe0e", "\ufe0f"}
+# ASCII text needs none of the Unicode work below (NFKC leaves it alone, it has no marks, no
+# gram scripts and no So symbols), and most chat text is ASCII: only its letters and digits reach
+# the words column, everything else becomes a space, as in the general path.
+_ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,10 @@ def _foldable_base(ch: str) -> bool:
 
 def normalize(text: str) -> str:
     """NFKC, case-folded, with Latin and Greek diacritics removed."""
+    return text.lower() if text.isascii() else _normalize_unicode(text)
+
+
+def _normalize_unicode(text: str) -> str:
     out: list[str] = []
     fold_marks = False
     for ch in unicodedata.normalize("NFKD", text.casefold()):
@@ -102,6 +110,12 @@ def _clusters(run: str) -> list[str]:
 def _gram_runs(text: str) -> tuple[str, list[list[str]], list[str]]:
     """Split normalised text into the words part, the runs of gram-script clusters, and symbols.
     Whatever goes to the grams column leaves a space in the words part, so words never fuse."""
+    if text.isascii():
+        return text.translate(_ASCII_NON_WORD), [], []
+    return _gram_runs_unicode(text)
+
+
+def _gram_runs_unicode(text: str) -> tuple[str, list[list[str]], list[str]]:
     words: list[str] = []
     runs: list[list[str]] = []
     symbols: list[str] = []

@@ -46,6 +46,7 @@ class ViewBuilder:
         self.config = config
         self._segments: dict[int, _Segment] = {}
         self._open: dict[str, int | None] = {}
+        self._placed: list[tuple[int, int]] = []  # (segment id, message id), written by finish
 
     def add(self, message: NewMessage) -> None:
         made: set[tuple[int, ...]] = set()
@@ -84,7 +85,7 @@ class ViewBuilder:
         segment.members.append(message.id)
         segment.end_ms = max(segment.end_ms, message.timestamp_ms)
         self._open[message.session_id] = segment.id
-        self.conn.execute("UPDATE messages SET segment_id = ? WHERE id = ?", (segment.id, message.id))
+        self._placed.append((segment.id, message.id))
 
     def _open_segment(self, session_id: str) -> _Segment | None:
         if session_id not in self._open:
@@ -111,8 +112,9 @@ class ViewBuilder:
         return segment
 
     def finish(self) -> dict[str, int | None]:
-        """Write every touched segment's members and span; returns each session's open segment
-        (for the session cursor)."""
+        """Write each message's segment and every touched segment's members and span; returns
+        each session's open segment (for the session cursor)."""
+        self.conn.executemany("UPDATE messages SET segment_id = ? WHERE id = ?", self._placed)
         for segment in self._segments.values():
             self.conn.execute("UPDATE views SET message_ids = ?, end_ms = ? WHERE id = ?",
                               (json.dumps(segment.members), segment.end_ms, segment.id))

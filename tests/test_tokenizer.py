@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aml_retriever import tokenizer
 from aml_retriever.tokenizer import (
     FTS_TOKENIZE,
     MAX_QUERY_TERMS,
@@ -113,3 +114,22 @@ def test_each_word_of_a_mixed_script_message_finds_it(words, separator):
     for word in words:
         if query_terms(word):
             assert 2 in _search(conn, word), word
+
+
+# ---- the ASCII fast path -----------------------------------------------------------------
+
+ASCII = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASCII)
+def test_ascii_fast_path_matches_the_unicode_path(text: str) -> None:
+    assert tokenizer.normalize(text) == tokenizer._normalize_unicode(text)
+    assert tokenizer._gram_runs(text) == tokenizer._gram_runs_unicode(text)
+
+
+def test_ascii_fast_path_covers_every_ascii_character() -> None:
+    every = "".join(chr(c) for c in range(128))
+    assert tokenizer._gram_runs(tokenizer.normalize(every)) == \
+        tokenizer._gram_runs_unicode(tokenizer._normalize_unicode(every))
+    assert index_text("Hello, World_42!").words == "hello world 42"
