@@ -8,29 +8,64 @@ knows about). They are registered by signal name in `RANKERS`; the weights live 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
 
 from aml_retriever.dates import covers
+from aml_retriever.features import Features
 from aml_retriever.query import QueryPlan
 
 Key = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class Facts:
-    """What ranking knows of one candidate (a message or a window), merged over its messages."""
+class Evidence(Protocol):
+    """One stored message as ranking reads it (retrieval.MessageRow)."""
 
-    key: Key
-    base_rank: int  # its place in its own lexical list: the tie-break of every feature
-    words: frozenset[str]  # the question's exact words it contains
+    timestamp_ms: int
+    features: Features
+    day: str  # the date it was said, "YYYY-MM-DD"
     entities: frozenset[str]
     numbers: frozenset[str]
-    dates: tuple[str, ...]
-    day: str  # the date of its last message, "YYYY-MM-DD"
-    speakers: frozenset[str]
-    update: bool
-    time_ms: int
-    follows_hit: int | None  # rank of the strong hit it directly follows, if any
+
+
+class Facts:
+    """What ranking knows of one candidate (a message or a window), merged over its messages.
+    Each feature fact is read from the messages only when a ranker asks for it: most questions
+    name no number, date or speaker, so most facts of most candidates are never needed."""
+
+    def __init__(self, key: Key, base_rank: int, rows: Sequence[Evidence], words: frozenset[str],
+                 follows_hit: int | None) -> None:
+        self.key = key
+        self.base_rank = base_rank  # its place in its own lexical list: every feature's tie-break
+        self.rows = rows
+        self.words = words  # the question's exact words it contains
+        self.follows_hit = follows_hit  # rank of the strong hit it directly follows, if any
+        self.time_ms = rows[-1].timestamp_ms
+
+    @cached_property
+    def entities(self) -> frozenset[str]:
+        return frozenset().union(*(r.entities for r in self.rows))
+
+    @cached_property
+    def numbers(self) -> frozenset[str]:
+        return frozenset().union(*(r.numbers for r in self.rows))
+
+    @cached_property
+    def dates(self) -> tuple[str, ...]:
+        return tuple(d for r in self.rows for d in r.features.dates)
+
+    @property
+    def day(self) -> str:
+        """The date of its last message."""
+        return self.rows[-1].day
+
+    @cached_property
+    def speakers(self) -> frozenset[str]:
+        return frozenset(r.features.speaker for r in self.rows if r.features.speaker)
+
+    @cached_property
+    def update(self) -> bool:
+        return any(r.features.update for r in self.rows)
 
 
 def _by(facts: Sequence[Facts], strength: Callable[[Facts], float]) -> list[Key]:
