@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from aml_retriever.dates import extract_dates
 from aml_retriever.stopwords import STOP_WORDS
@@ -37,6 +38,10 @@ _UPDATE = re.compile(r"\b(moved to|moving to|relocated|now|currently|changed|swi
                      r"not .{0,20} anymore)\b", re.IGNORECASE)
 
 
+# The stored array's fields at their defaults (see Features.to_json).
+_DEFAULTS: list[Any] = ["", [], [], [], 0]
+
+
 @dataclass(frozen=True)
 class Features:
     speaker: str = ""
@@ -46,19 +51,26 @@ class Features:
     update: bool = False
 
     def to_json(self) -> str:
-        """Only the fields that are set: most messages have no speaker, dates or update, and this
-        JSON is stored with every message (from_json reads an absent field as its default)."""
-        data = {name: value for name, value in (
-            ("speaker", self.speaker), ("entities", self.entities), ("numbers", self.numbers),
-            ("dates", self.dates), ("update", self.update)) if value}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        """A JSON array in field order, `[speaker, entities, numbers, dates, update]`, without
+        the trailing fields left at their defaults: it is stored with every message, and most
+        messages have no dates, no update and no speaker, so most arrays are short."""
+        fields = [self.speaker, list(self.entities), list(self.numbers), list(self.dates),
+                  int(self.update)]
+        while fields and not fields[-1]:
+            fields.pop()
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Features:
+        """Reads both the array and the object form (stores written before the array form keep
+        their rows until a reindex)."""
         data = json.loads(text)
-        return cls(data.get("speaker", ""), tuple(data.get("entities", ())),
-                   tuple(data.get("numbers", ())), tuple(data.get("dates", ())),
-                   bool(data.get("update", False)))
+        if isinstance(data, dict):
+            return cls(data.get("speaker", ""), tuple(data.get("entities", ())),
+                       tuple(data.get("numbers", ())), tuple(data.get("dates", ())),
+                       bool(data.get("update", False)))
+        speaker, entities, numbers, dates, update = data + _DEFAULTS[len(data):]
+        return cls(speaker, tuple(entities), tuple(numbers), tuple(dates), bool(update))
 
 
 def speaker_of(role: str, content: str) -> tuple[str, str]:
