@@ -13,10 +13,12 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from aml_retriever import __version__
 from aml_retriever.errors import AmlError
+from aml_retriever.scopes import ScopedMemory, default_global_root
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import SETTINGS, Config, Setting, load
 from aml_retriever.store import Store
@@ -93,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "python3 -m aml_retriever reindex --db ./aml.db --config my.json")
     _store_options(reindex)
     reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    mcp = _command(commands, "mcp", "serve the memory tools to an agent over MCP on stdio",
+                   "Serve remember, recall, forget and recent to an MCP client on stdin and "
+                   "stdout (logs on stderr) until end of input, SIGTERM or SIGINT. Local memory "
+                   "lives in PROJECT_ROOT/.aml/memory.db; global memory in GLOBAL_ROOT/memory.db. "
+                   "See docs/MCP.md.",
+                   "python3 -m aml_retriever mcp --project-root /path/to/project")
+    mcp.add_argument("--project-root", required=True,
+                     help="the project whose local memory this is (DIR/.aml/memory.db)")
+    mcp.add_argument("--global-root",
+                     help="where the account's global memory lives (default: the platform's user "
+                          f"data directory, here {default_global_root()})")
+    mcp.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                     help="log level on stderr (content is never logged; default INFO)")
 
     _command(commands, "check", "check Python, SQLite and FTS5 on this machine",
              "Environment self-check; exits 1 when something is missing.",
@@ -178,6 +194,24 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from aml_retriever.mcp_server import serve_stdio
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    project_root = Path(args.project_root).expanduser()
+    if not project_root.is_dir():
+        print(f"error: --project-root {project_root} is not a directory", file=sys.stderr)
+        return 1
+    global_root = Path(args.global_root).expanduser().resolve() if args.global_root else None
+    memory = ScopedMemory.at(project_root.resolve(), global_root)
+    logging.getLogger("aml_retriever.mcp").info(
+        "serving MCP on stdio: local memory %s, global memory %s", memory.stores["local"],
+        memory.stores["global"])
+    serve_stdio(memory)
+    return 0
+
+
 def _check(_: argparse.Namespace) -> int:
     checks = [
         (f"Python {sys.version.split()[0]} (need >= {'.'.join(map(str, MIN_PYTHON))})",
@@ -207,4 +241,4 @@ def _print(payload: dict[str, Any]) -> None:
 
 
 COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
-            "purge": _purge, "stats": _stats, "reindex": _reindex, "check": _check}
+            "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check}

@@ -96,4 +96,15 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         words, grams, content='', tokenize="{FTS_TOKENIZE}"
     );
     """,
+    # 2: a record of every single statement removed by `forget` (MemoryService.forget): which
+    # message went, when and why, so a removal can be accounted for. Never its content, nor
+    # anything derived from it (its request id may be a hash of the content), so the record
+    # cannot confirm what was said.
+    """
+    CREATE TABLE removals (
+        message_id INTEGER PRIMARY KEY,       -- the removed messages.id (ids are never reused)
+        removed_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
+    );
+    """,
 )

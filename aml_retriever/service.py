@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aml_retriever import __version__
 from aml_retriever.candidates import INDEXES
 from aml_retriever.errors import IdempotencyConflict
-from aml_retriever.features import extract
+from aml_retriever.features import Features, extract
 from aml_retriever.query import plan
 from aml_retriever.retrieval import Result, Retrieval
 from aml_retriever.signals import RetrievalConfig
@@ -154,8 +155,8 @@ class MemoryService:
                 for table in removed:
                     removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                     conn.execute(f"DELETE FROM {table}")
-                conn.execute("DELETE FROM speakers")
-                conn.execute("DELETE FROM window_members")
+                for table in ("speakers", "window_members", "removals"):
+                    conn.execute(f"DELETE FROM {table}")
                 for index in INDEXES:
                     conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
             self.store.try_checkpoint(conn)
@@ -202,6 +203,124 @@ class MemoryService:
             conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                          (segment_id, session_id))
         return len(rows)
+
+    # ---- single messages -----------------------------------------------------------------
+
+    def messages(self, user_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The user's messages with these ids (those that exist), in id order."""
+        marks = ",".join("?" * len(ids))
+        return self._messages(user_id, f"id IN ({marks}) ORDER BY id", list(ids))
+
+    def messages_of_request(self, user_id: str, request_id: str) -> list[dict[str, Any]]:
+        """The messages one Add stored, in the order it sent them."""
+        return self._messages(user_id, "request_id = ? ORDER BY position", [request_id])
+
+    def messages_with_content(self, user_id: str, content: str) -> list[dict[str, Any]]:
+        """The user's messages whose content is exactly `content`, oldest first."""
+        return self._messages(user_id, "content = ? ORDER BY id", [content])
+
+    def recent(self, user_id: str, limit: int) -> list[dict[str, Any]]:
+        """The user's `limit` newest messages by time (then arrival), newest first."""
+        return self._messages(user_id, "1 ORDER BY timestamp_ms DESC, id DESC LIMIT ?", [limit])
+
+    def _messages(self, user_id: str, where: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Messages as results without a score; `where` is a fixed clause, never built from input."""
+        conn = self.store.connection(user_id, create=False)
+        if conn is None:
+            return []
+        with self.store.read(conn):
+            rows = conn.execute("SELECT id, content, timestamp_ms, role, session_id FROM messages "
+                                f"WHERE {where}", params).fetchall()
+        return [{"id": f"m{message_id}", "content": content, "created_at": iso_utc(timestamp),
+                 "timestamp_ms": timestamp, "role": role, "session_id": session_id}
+                for message_id, content, timestamp, role, session_id in rows]
+
+    def forget(self, user_id: str, message_ids: Sequence[int], reason: str) -> dict[str, Any]:
+        """Remove single messages and everything derived from them in one transaction, and record
+        each removal (id, time, reason; never content). Ids that do not exist are skipped.
+
+        The index rows are deleted with the terms they were built from, recomputed from the
+        content (a contentless FTS5 table can only delete what it is told it holds), and the
+        index is then merged so the removed terms leave its pages too; the windows and segments
+        of the sessions concerned are derived again from their remaining messages."""
+        removed: list[int] = []
+        conn = self.store.connection(user_id, create=False)
+        if conn is not None:
+            with self.store.write(conn):
+                removed = self._remove_messages(conn, message_ids, reason)
+            self.store.try_checkpoint(conn)  # so the removed text leaves the write-ahead log too
+        return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}
+
+    def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],
+                         reason: str) -> list[int]:
+        marks = ",".join("?" * len(message_ids))
+        rows = conn.execute(f"SELECT id, session_id, content, request_id, features FROM messages "
+                            f"WHERE id IN ({marks}) ORDER BY id", list(message_ids)).fetchall()
+        if not rows:
+            return []
+        removed_ms = int(time.time() * 1000)
+        for message_id, _, content, _, _ in rows:
+            terms = index_text(content)
+            conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
+                         "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
+            conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            conn.execute("INSERT INTO removals (message_id, removed_ms, reason) VALUES (?, ?, ?)",
+                         (message_id, removed_ms, reason))
+        conn.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
+        # A request record whose messages are all gone is dropped, so sending the same statement
+        # again stores it again instead of replaying a removed one.
+        conn.executemany("DELETE FROM requests WHERE request_id = ? AND NOT EXISTS "
+                         "(SELECT 1 FROM messages WHERE request_id = ?)",
+                         {(row[3], row[3]) for row in rows})
+        self._forget_speakers(conn, {Features.from_json(row[4]).speaker for row in rows} - {""})
+        sessions = sorted({row[1] for row in rows})
+        self._refresh_sessions(conn, sessions)
+        self._rebuild_views(conn, sessions)
+        return [row[0] for row in rows]
+
+    @staticmethod
+    def _forget_speakers(conn: sqlite3.Connection, speakers: set[str]) -> None:
+        """Drop the speakers no remaining message names (a speaker's name is read from content).
+        A text search for the name as the features JSON writes it narrows the rows; the parsed
+        features decide, so the stored JSON layout does not matter here."""
+        for speaker in speakers:
+            written = json.dumps(speaker, ensure_ascii=False)[1:-1]
+            rows = conn.execute("SELECT features FROM messages WHERE instr(features, ?) > 0",
+                                (written,))
+            if not any(Features.from_json(features).speaker == speaker for (features,) in rows):
+                conn.execute("DELETE FROM speakers WHERE speaker = ?", (speaker,))
+
+    @staticmethod
+    def _refresh_sessions(conn: sqlite3.Connection, sessions: list[str]) -> None:
+        """Recount each session's cursor from its remaining messages; drop an emptied one."""
+        for session_id in sessions:
+            count, first_ms, last_ms, last_id = conn.execute(
+                "SELECT count(*), min(timestamp_ms), max(timestamp_ms), max(id) FROM messages "
+                "WHERE session_id = ?", (session_id,)).fetchone()
+            if count == 0:
+                conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            else:
+                conn.execute("UPDATE sessions SET message_count = ?, first_ms = ?, last_ms = ?, "
+                             "last_message_id = ? WHERE session_id = ?",
+                             (count, first_ms, last_ms, last_id, session_id))
+
+    def _rebuild_views(self, conn: sqlite3.Connection, sessions: list[str]) -> None:
+        """Derive the windows and segments of these sessions again from their messages."""
+        for session_id in sessions:
+            conn.execute("DELETE FROM window_members WHERE view_id IN "
+                         "(SELECT id FROM views WHERE session_id = ?)", (session_id,))
+            conn.execute("DELETE FROM views WHERE session_id = ?", (session_id,))
+            conn.execute("UPDATE sessions SET open_segment_id = NULL WHERE session_id = ?",
+                         (session_id,))
+        views = ViewBuilder(conn, self.retrieval)
+        for session_id in sessions:
+            for message_id, timestamp in conn.execute(
+                    "SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
+                    "ORDER BY timestamp_ms, id", (session_id,)).fetchall():
+                views.add(NewMessage(message_id, session_id, timestamp))
+        for session_id, segment_id in views.finish().items():
+            conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
+                         (segment_id, session_id))
 
     def stats(self) -> dict[str, Any]:
         """Counts only, never content."""

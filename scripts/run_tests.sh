@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, installs the
-# test-only tools (pytest, hypothesis, jsonschema) only when missing, then runs pytest. Arguments pass to pytest.
+# test-only tools (pytest, hypothesis, jsonschema, and the official MCP SDK `mcp`) only when missing, then
+# runs pytest. Arguments pass to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -18,6 +19,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$PYTHON" -m pip install --quiet "${missing[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install --quiet --user "${missing[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install --quiet --break-system-packages "${missing[@]}"
+fi
+
+# The official MCP SDK drives the MCP server in tests/test_mcp_sdk.py. It is optional: when it cannot be
+# installed (offline, an unsupported platform) those tests skip and say why; every other test still runs.
+if ! "$PYTHON" -c 'import mcp.client.stdio' 2>/dev/null; then
+  echo "installing the test-only MCP SDK: mcp" >&2
+  "$PYTHON" -m pip install --quiet mcp 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --user mcp 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --break-system-packages mcp 2>/dev/null \
+    || echo "could not install mcp: the MCP SDK tests will be skipped" >&2
 fi
 
 exec "$PYTHON" -m pytest "$@"

@@ -1,0 +1,362 @@
+"""The two memories behind the MCP tools, in process: remembering is idempotent, recall and recent
+rank both memories together and name each statement's scope, forget removes exactly one
+statement (every derived row with it, leaving the index as a rebuild would) and records the
+removal, and a store written before the removal record upgrades on open."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from reliability_support import store_bytes
+
+from aml_retriever import store as store_module
+from aml_retriever.errors import InvalidField, NotFound
+from aml_retriever.migrations import SHARD_MIGRATIONS
+from aml_retriever.scopes import (
+    MEMORY_USER,
+    AmbiguousText,
+    ScopedMemory,
+    default_global_root,
+    parse_statement_id,
+    statement_request_id,
+)
+from aml_retriever.service import MemoryService
+from aml_retriever.signals import SIGNAL_NAMES
+from aml_retriever.validation import AddRequest, Message
+
+
+@pytest.fixture
+def memory(tmp_path: Path):
+    memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
+    yield memory
+    memory.close()
+
+
+def ids(results: list[dict]) -> list[str]:
+    return [r["id"] for r in results]
+
+
+def shard(memory: ScopedMemory, scope: str) -> sqlite3.Connection:
+    service = memory._service(scope, create=False)
+    assert service is not None
+    conn = service.store.connection(MEMORY_USER, create=False)
+    assert conn is not None
+    return conn
+
+
+# ---- where memories live ---------------------------------------------------------------------
+
+def test_local_memory_lives_in_the_project_and_global_memory_in_the_given_root(memory, tmp_path):
+    memory.remember("The project uses Poetry.")
+    memory.remember("The user is called Ana.", scope="global")
+    assert (tmp_path / "project" / ".aml" / "memory.db").is_file()
+    assert (tmp_path / "account" / "memory.db").is_file()
+    assert (tmp_path / "account").stat().st_mode & 0o777 == 0o700
+
+
+def test_reading_a_memory_never_written_creates_no_file(memory, tmp_path):
+    assert memory.recall("anything")["results"] == []
+    assert memory.recent()["results"] == []
+    assert not (tmp_path / "project" / ".aml").exists() and not (tmp_path / "account").exists()
+
+
+@pytest.mark.parametrize("platform, environ, expected", [
+    ("linux", {}, "/home/u/.local/share/aml_retriever"),
+    ("linux", {"XDG_DATA_HOME": "/data/xdg"}, "/data/xdg/aml_retriever"),
+    ("linux", {"XDG_DATA_HOME": "relative/xdg"}, "/home/u/.local/share/aml_retriever"),
+    ("darwin", {"XDG_DATA_HOME": "/data/xdg"}, "/home/u/Library/Application Support/aml_retriever"),
+    ("win32", {"APPDATA": "/c/Users/u/AppData/Roaming"}, "/c/Users/u/AppData/Roaming/aml_retriever"),
+])
+def test_the_default_global_root_is_the_platforms_user_data_directory(platform, environ, expected):
+    assert default_global_root(environ, platform, Path("/home/u")) == Path(expected)
+
+
+# ---- remember --------------------------------------------------------------------------------
+
+def test_remembering_the_same_statement_again_replays_it(memory):
+    first = memory.remember("The user prefers tabs.", kind="preference")
+    assert first["replayed"] is False and first["statement"]["id"] == "local:1"
+    again = memory.remember("The user prefers tabs.", kind="preference")
+    spaced = memory.remember("  The user   prefers tabs.\n")
+    for replay in (again, spaced):
+        assert replay == {"statement": first["statement"], "replayed": True}
+    assert memory.recent()["results"] == [first["statement"]]
+    other = memory.remember("The user prefers tabs.", scope="global")  # another memory: its own
+    assert other["statement"]["id"] == "global:1" and other["replayed"] is False
+
+
+def test_each_run_is_a_session_and_a_later_run_replays_what_an_earlier_one_remembered(tmp_path):
+    stores = {"local": tmp_path / "p" / "memory.db", "global": tmp_path / "g" / "memory.db"}
+    first, second = ScopedMemory(stores), ScopedMemory(stores)
+    try:
+        assert first.session_id != second.session_id
+        stored = first.remember("Runs share one memory.")["statement"]
+        assert second.remember("Runs share one memory.") == {"statement": stored, "replayed": True}
+        second.remember("A second run adds its own statement.")
+        sessions = shard(second, "local").execute("SELECT session_id FROM sessions").fetchall()
+        assert sorted(sessions) == sorted([(first.session_id,), (second.session_id,)])
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_statement_carries_its_scope_id_kind_and_time(memory):
+    statement = memory.remember("Deploys go through Ansible.", kind="decision")["statement"]
+    assert statement["scope"] == "local" and statement["kind"] == "decision"
+    assert statement["content"] == "Deploys go through Ansible."
+    assert statement["time"].endswith("Z") and statement["time"][:2] == "20"
+    assert memory.remember("Plain note.")["statement"]["kind"] == "note"
+
+
+def test_content_is_stored_byte_for_byte(memory):
+    content = "Zürich 北京 👍 «quoted»\ttabbed"
+    memory.remember(content)
+    assert memory.recall("zurich")["results"][0]["content"] == content
+
+
+# ---- recall and recent -----------------------------------------------------------------------
+
+def test_recall_searches_both_memories_and_names_why_each_matched(memory):
+    memory.remember("The CI pipeline runs on GitHub Actions.")
+    memory.remember("The user likes concise answers.", scope="global")
+    memory.remember("Unrelated: the office plant is a fern.")
+    results = memory.recall("GitHub Actions pipeline concise answers")["results"]
+    assert ids(results) == ["local:1", "global:1"]
+    for result in results:
+        assert parse_statement_id(result["id"])[0] == result["scope"]
+        assert result["why"] and set(result["why"]) <= set(SIGNAL_NAMES)
+        assert "lexical" in result["why"] and result["score"] > 0
+
+
+def test_recall_ranks_both_memories_by_score_and_keeps_local_first_on_a_tie(memory):
+    memory.remember("Deploy target is Kubernetes.", scope="global")
+    memory.remember("Deploy target is Kubernetes.")
+    results = memory.recall("deploy target")["results"]
+    assert ids(results) == ["local:1", "global:1"]
+    assert results[0]["score"] == results[1]["score"]
+    memory.remember("Deploy deploy target target: Kubernetes deploy.", scope="global")
+    scores = [r["score"] for r in memory.recall("deploy target")["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_recall_with_a_scope_reads_only_that_memory(memory):
+    memory.remember("Release notes live in CHANGES.md.")
+    memory.remember("Release notes should be short.", scope="global")
+    assert ids(memory.recall("release notes")["results"]) == ["local:1", "global:1"]  # control
+    assert ids(memory.recall("release notes", scope="local")["results"]) == ["local:1"]
+    assert ids(memory.recall("release notes", scope="global")["results"]) == ["global:1"]
+
+
+def test_recall_returns_at_most_limit_statements(memory):
+    for i in range(8):
+        memory.remember(f"Build step {i} compiles the widget.", scope="local" if i % 2 else "global")
+    assert len(memory.recall("widget", limit=5)["results"]) == 5
+    assert len(memory.recall("widget", limit=100)["results"]) == 8
+
+
+def test_recent_lists_the_newest_statements_of_both_memories_first(memory):
+    memory.remember("First, local.")
+    memory.remember("Second, global.", scope="global")
+    memory.remember("Third, local.")
+    assert ids(memory.recent()["results"]) == ["local:2", "global:1", "local:1"]
+    assert ids(memory.recent(limit=2)["results"]) == ["local:2", "global:1"]
+    assert ids(memory.recent(scope="global")["results"]) == ["global:1"]
+
+
+# ---- forget ----------------------------------------------------------------------------------
+
+def test_forget_by_id_removes_that_statement_only(memory):
+    memory.remember("The staging host is orca.")
+    memory.remember("The production host is walrus.")
+    assert ids(memory.recall("host")["results"]) == ["local:1", "local:2"]  # control
+    forgotten = memory.forget("local:1")["forgotten"]
+    assert forgotten["id"] == "local:1" and forgotten["content"] == "The staging host is orca."
+    assert ids(memory.recall("host")["results"]) == ["local:2"]
+    assert memory.recall("orca staging")["results"] == []
+    assert ids(memory.recent()["results"]) == ["local:2"]
+
+
+def test_forget_of_text_in_both_memories_removes_none_and_lists_both(memory):
+    memory.remember("The user writes British English.")
+    memory.remember("The user writes British English.", scope="global")
+    with pytest.raises(AmbiguousText) as refused:
+        memory.forget(text="The user writes British English.")
+    assert ids(refused.value.matches) == ["local:1", "global:1"]
+    assert "local:1, global:1" in refused.value.message
+    assert ids(memory.recall("British English")["results"]) == ["local:1", "global:1"]
+    memory.forget(text="The user writes British English.", scope="global")
+    assert ids(memory.recall("British English")["results"]) == ["local:1"]
+
+
+def test_forget_of_text_held_twice_in_one_memory_removes_none(memory):
+    memory.remember("Anchor statement.")  # creates the store
+    service = memory._service("local", create=False)
+    for request_id in ("import-1", "import-2"):  # two copies, as an import through Add could make
+        service.add(AddRequest(request_id, MEMORY_USER, memory.session_id,
+                               (Message("note", "Use the staging bucket.", None),)))
+    with pytest.raises(AmbiguousText) as refused:
+        memory.forget(text="Use the staging bucket.", scope="local")
+    assert ids(refused.value.matches) == ["local:2", "local:3"]
+    assert ids(memory.recent()["results"]) == ["local:3", "local:2", "local:1"]
+
+
+def test_forget_by_text_finds_the_statement_as_remember_sees_it(memory):
+    memory.remember("Tests run with pytest.")
+    memory.remember("Tests should be fast.")
+    assert memory.forget(text="  Tests run   with pytest. ")["forgotten"]["id"] == "local:1"
+    assert ids(memory.recall("tests")["results"]) == ["local:2"]
+
+
+def test_forget_refuses_what_it_cannot_do_and_says_what_to_do(memory):
+    memory.remember("Something to keep.")
+    with pytest.raises(NotFound, match="use recall or recent"):
+        memory.forget("local:99")
+    with pytest.raises(NotFound, match="find it with recall"):
+        memory.forget(text="Never said.")
+    with pytest.raises(InvalidField, match="such as local:42"):
+        memory.forget("42")
+    with pytest.raises(InvalidField, match="leave scope out"):
+        memory.forget("local:1", scope="global")
+    with pytest.raises(InvalidField, match="exactly one of id"):
+        memory.forget()
+    with pytest.raises(InvalidField, match="exactly one of id"):
+        memory.forget("local:1", text="Something to keep.")
+    assert ids(memory.recent()["results"]) == ["local:1"]
+
+
+@pytest.mark.parametrize("text", ["local:0", "local:01", "remote:1", "local:1\n", "local:", "1"])
+def test_a_malformed_statement_id_is_refused(text):
+    with pytest.raises(InvalidField):
+        parse_statement_id(text)
+
+
+def test_forget_records_the_removal_without_its_content(memory):
+    memory.remember("The API token rotates monthly.")
+    memory.remember("Keep this one.")
+    memory.forget("local:1")
+    conn = shard(memory, "local")
+    rows = conn.execute("SELECT message_id, removed_ms, reason FROM removals").fetchall()
+    assert [(r[0], r[2]) for r in rows] == [(1, "forget")] and rows[0][1] > 0
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(removals)")}
+    assert columns == {"message_id", "removed_ms", "reason"}
+
+
+def test_deleting_the_memory_user_clears_its_removal_record(memory):
+    memory.remember("The API token rotates monthly.")
+    memory.remember("Keep this one.")
+    memory.forget("local:1")
+    conn = shard(memory, "local")
+    assert conn.execute("SELECT count(*) FROM removals").fetchone()[0] == 1  # control
+    memory._service("local", create=False).delete_user(MEMORY_USER)
+    assert conn.execute("SELECT count(*) FROM removals").fetchone()[0] == 0
+
+
+def test_a_forgotten_statement_remembered_again_is_stored_anew(memory):
+    memory.remember("The build uses Bazel.")
+    memory.forget("local:1")
+    again = memory.remember("The build uses Bazel.")
+    assert again == {"statement": {**again["statement"], "id": "local:2"}, "replayed": False}
+    assert ids(memory.recall("Bazel")["results"]) == ["local:2"]
+
+
+def test_forgotten_text_leaves_no_trace_in_the_store_files(memory, tmp_path):
+    for i in range(200):
+        memory.remember(f"Filler statement {i} about build step {i}.")
+    memory.remember("Secret hint: quokkaberry, ask Zelphinor.")
+    for i in range(20):
+        memory.remember(f"Later filler {i}.")
+    db = tmp_path / "project" / ".aml" / "memory.db"
+    assert b"zelphinor" in store_bytes(db)  # control: the index holds its terms
+    memory.forget(text="Secret hint: quokkaberry, ask Zelphinor.")
+    on_disk = store_bytes(db)
+    for trace in (b"Zelphinor", b"zelphinor", b"quokkaberr"):
+        assert trace not in on_disk
+    assert b"Filler statement 17" in on_disk
+
+
+# ---- forget at the service: derived rows and index exactly as a rebuild makes them -----------
+
+def derived_state(conn: sqlite3.Connection) -> dict[str, object]:
+    """Everything derived from the messages, with view ids (which a rebuild renumbers) replaced
+    by what the views hold."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, message_index, 'row')")
+    views = {row[0]: row[1:] for row in conn.execute(
+        "SELECT id, kind, session_id, message_ids, start_ms, end_ms FROM views")}
+    return {
+        "vocab": conn.execute("SELECT term, doc, cnt FROM temp.vocab ORDER BY term").fetchall(),
+        "views": sorted(views.values()),
+        "members": sorted((m, views[v]) for m, v in conn.execute(
+            "SELECT message_id, view_id FROM window_members")),
+        "segments": sorted((m, views[s]) for m, s in conn.execute(
+            "SELECT id, segment_id FROM messages")),
+        "open": sorted((s, views[o]) for s, o in conn.execute(
+            "SELECT session_id, open_segment_id FROM sessions")),
+        "speakers": conn.execute("SELECT speaker FROM speakers ORDER BY speaker").fetchall(),
+    }
+
+
+def test_forget_leaves_every_derived_row_as_a_rebuild_would(tmp_path):
+    service = MemoryService.open(str(tmp_path / "aml.db"))
+    start = 1_700_000_000_000
+    for session, third in (("s1", "Cyd"), ("s2", "Eve")):
+        messages = tuple(Message("user", f"{name}: turn {i} of {session} about topic{i}",
+                                 start + i * 600_000)
+                         for i, name in enumerate(["Ana", "Ben", third, "Ana", "Ben", "Dee", "Ana"]))
+        service.add(AddRequest(f"r-{session}", "u", session, messages))
+    service.forget("u", [3, 6, 9], "forget")  # Cyd's only turn, Dee's turn in s1, Ben's in s2
+    conn = service.store.connection("u", create=False)
+    assert conn is not None
+    after_forget = derived_state(conn)
+    assert ("cyd",) not in after_forget["speakers"] and ("dee",) in after_forget["speakers"]
+    sessions = conn.execute("SELECT session_id, message_count, first_ms, last_ms, last_message_id "
+                            "FROM sessions ORDER BY session_id").fetchall()
+    assert sessions == [("s1", 5, start, start + 6 * 600_000, 7),
+                        ("s2", 6, start, start + 6 * 600_000, 14)]
+    service.reindex()
+    assert derived_state(conn) == after_forget
+    service.close()
+
+
+def test_forget_of_a_whole_session_and_request_drops_their_records(tmp_path):
+    service = MemoryService.open(str(tmp_path / "aml.db"))
+    service.add(AddRequest("gone", "u", "s-gone", (Message("user", "only message", None),)))
+    service.add(AddRequest("kept", "u", "s-kept", (Message("user", "kept message", None),)))
+    assert service.forget("u", [1, 42], "forget")["forgotten"] == ["m1"]  # 42 does not exist
+    conn = service.store.connection("u", create=False)
+    assert conn is not None
+    assert conn.execute("SELECT session_id FROM sessions").fetchall() == [("s-kept",)]
+    assert conn.execute("SELECT request_id FROM requests").fetchall() == [("kept",)]
+    assert service.forget("u", [1], "forget")["forgotten"] == []
+    assert service.forget("nobody", [1], "forget")["forgotten"] == []
+    service.close()
+
+
+def test_a_store_written_before_the_removal_record_upgrades_on_open(tmp_path, monkeypatch):
+    paths = {"local": tmp_path / "p" / ".aml" / "memory.db", "global": tmp_path / "g" / "memory.db"}
+    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS[:1])
+    old = ScopedMemory(paths)
+    old.remember("Written by the previous version.")
+    assert shard(old, "local").execute("PRAGMA user_version").fetchone()[0] == 1
+    old.close()
+    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS)
+    current = ScopedMemory(paths)
+    try:
+        assert ids(current.recall("previous version")["results"]) == ["local:1"]
+        assert shard(current, "local").execute("PRAGMA user_version").fetchone()[0] == len(
+            SHARD_MIGRATIONS)
+        current.forget("local:1")
+        assert shard(current, "local").execute("SELECT count(*) FROM removals").fetchone()[0] == 1
+    finally:
+        current.close()
+
+
+def test_statement_request_ids_depend_on_scope_and_normalised_content_only():
+    assert statement_request_id("local", "a  b") == statement_request_id("local", " a b\n")
+    assert statement_request_id("local", "a b") != statement_request_id("global", "a b")
+    assert statement_request_id("local", "A b") != statement_request_id("local", "a b")
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    assert statement_request_id("local", composed) == statement_request_id("local", decomposed)
+    assert json.dumps(statement_request_id("local", "x")).isascii()

@@ -1,0 +1,119 @@
+"""The MCP server driven by the official MCP Python SDK client over a real pipe: the SDK negotiates,
+lists the tools, calls each one and validates every structured result against the tool's output
+schema; tool errors reach it as errors; its default client falls back from the newer discovery
+probe to the initialize handshake. The SDK is a test-only dependency (scripts/run_tests.sh
+installs it); without it these tests skip."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import anyio
+    from mcp.client.client import Client
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+except ImportError as missing:
+    pytest.skip(f"the official MCP Python SDK is not installed ({missing}); "
+                "scripts/run_tests.sh installs it with `pip install mcp`", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def server_parameters(tmp_path: Path, project: str = "project") -> StdioServerParameters:
+    (tmp_path / project).mkdir(exist_ok=True)
+    return StdioServerParameters(
+        command=sys.executable, cwd=str(ROOT),
+        args=["-m", "aml_retriever", "mcp", "--project-root", str(tmp_path / project),
+              "--global-root", str(tmp_path / "account"), "--log-level", "WARNING"])
+
+
+def run(scenario: Any, *args: Any) -> Any:
+    async def bounded() -> Any:
+        with anyio.fail_after(30):
+            return await scenario(*args)
+
+    return anyio.run(bounded)
+
+
+def test_the_sdk_client_negotiates_lists_and_calls_every_tool(tmp_path):
+    async def scenario() -> None:
+        async with stdio_client(server_parameters(tmp_path)) as (read, write), \
+                ClientSession(read, write) as session:
+            initialized = await session.initialize()
+            assert initialized.protocol_version == "2025-11-25"
+            assert initialized.server_info.name == "aml_retriever"
+            tools = (await session.list_tools()).tools
+            assert [t.name for t in tools] == ["remember", "recall", "forget", "recent"]
+            assert all(t.output_schema for t in tools)
+            await session.send_ping()
+
+            # call_tool validates each structured result against the tool's output schema.
+            stored = await session.call_tool("remember", {"content": "The user deploys on Fridays.",
+                                                          "kind": "habit"})
+            assert not stored.is_error
+            assert stored.structured_content["statement"]["id"] == "local:1"
+            await session.call_tool("remember", {"content": "The user's name is Ana.",
+                                                 "scope": "global"})
+            found = await session.call_tool("recall", {"query": "When does the user deploy?"})
+            assert found.structured_content["results"][0]["id"] == "local:1"
+            recent = await session.call_tool("recent", {"limit": 5})
+            assert [r["id"] for r in recent.structured_content["results"]] == ["global:1", "local:1"]
+            forgotten = await session.call_tool("forget", {"id": "local:1"})
+            assert forgotten.structured_content["forgotten"]["id"] == "local:1"
+            found = await session.call_tool("recall", {"query": "deploys Fridays"})
+            assert found.structured_content["results"] == []
+
+    run(scenario)
+
+
+def test_tool_errors_reach_the_sdk_client_as_errors_and_the_session_goes_on(tmp_path):
+    async def scenario() -> None:
+        async with stdio_client(server_parameters(tmp_path)) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            refused = await session.call_tool("recall", {"query": "x", "limit": 0})
+            assert refused.is_error and refused.content[0].text == (
+                "limit must be an integer from 1 to 100")
+            unknown = await session.call_tool("remember", {"content": "ok", "colour": "red"})
+            assert unknown.is_error and "'colour'" in unknown.content[0].text
+            missing = await session.call_tool("forget", {"id": "global:9"})
+            assert missing.is_error and "use recall or recent" in missing.content[0].text
+            assert not (await session.call_tool("recent", {})).is_error
+
+    run(scenario)
+
+
+def test_the_sdk_default_client_falls_back_from_discovery_to_the_handshake(tmp_path):
+    async def scenario() -> None:
+        async with Client(server_parameters(tmp_path)) as client:
+            assert client.session.protocol_version == "2025-11-25"
+            result = await client.call_tool("remember", {"content": "Probed, then initialized."})
+            assert not result.is_error
+
+    run(scenario)
+
+
+def test_two_sdk_sessions_on_two_projects_share_only_the_global_memory(tmp_path):
+    async def remember_and_recall(project: str, local: str) -> set[str]:
+        async with stdio_client(server_parameters(tmp_path, project)) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("remember", {"content": local})
+            if project == "alpha":
+                await session.call_tool("remember", {"content": "Shared: the user is Ana.",
+                                                     "scope": "global"})
+            found = await session.call_tool("recent", {})
+            return {r["content"] for r in found.structured_content["results"]}
+
+    async def scenario() -> None:
+        assert await remember_and_recall("alpha", "Alpha note.") == {
+            "Alpha note.", "Shared: the user is Ana."}
+        assert await remember_and_recall("beta", "Beta note.") == {
+            "Beta note.", "Shared: the user is Ana."}
+
+    run(scenario)

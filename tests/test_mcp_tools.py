@@ -1,0 +1,185 @@
+"""The MCP tools in process: their schemas are valid JSON Schema that any client accepts, every
+argument is checked by name (the checker agrees with a JSON Schema validator), every refusal is a
+tool error telling the agent what to do, and results match their output schemas."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aml_retriever.mcp_server import (
+    MAX_CONTENT_CHARS,
+    MAX_QUERY_CHARS,
+    PROTOCOL_VERSIONS,
+    TOOLS,
+    McpServer,
+    _conforms,
+)
+from aml_retriever.scopes import ScopedMemory
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
+    yield McpServer(memory)
+    memory.close()
+
+
+def call(server: McpServer, tool: str, **arguments: Any) -> dict[str, Any]:
+    answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": tool, "arguments": arguments}})
+    assert answer is not None and "result" in answer, answer
+    return answer["result"]
+
+
+def error_text(result: dict[str, Any]) -> str:
+    assert result["isError"] is True
+    return result["content"][0]["text"]
+
+
+def test_tool_names_and_schemas_are_valid_and_narrow(server):
+    tools = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]["tools"]
+    assert [t["name"] for t in tools] == ["remember", "recall", "forget", "recent"]
+    for tool in tools:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", tool["name"])
+        for schema in (tool["inputSchema"], tool["outputSchema"]):
+            jsonschema.Draft202012Validator.check_schema(schema)
+            assert schema["type"] == "object"
+        inputs = tool["inputSchema"]
+        assert inputs["additionalProperties"] is False
+        # Some clients refuse combinators at the top of an input schema.
+        assert not {"oneOf", "anyOf", "allOf"} & set(inputs)
+        assert all(p.get("description") for p in inputs["properties"].values())
+        assert len(tool["description"]) > 80 and tool["title"] == tool["annotations"]["title"]
+
+
+def test_results_match_their_output_schemas_and_repeat_as_text(server):
+    outputs = {name: tool.output for name, tool in TOOLS.items()}
+    results = {
+        "remember": call(server, "remember", content="The user likes jq.", kind="preference"),
+        "recall": call(server, "recall", query="jq", limit=5),
+        "recent": call(server, "recent"),
+        "forget": call(server, "forget", id="local:1"),
+    }
+    for name, result in results.items():
+        assert result["isError"] is False
+        jsonschema.validate(result["structuredContent"], outputs[name])
+        assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert results["recall"]["structuredContent"]["results"][0]["id"] == "local:1"
+
+
+@pytest.mark.parametrize("tool, arguments, named", [
+    ("remember", {}, "content"),
+    ("remember", {"content": ""}, "content"),
+    ("remember", {"content": " \n\t "}, "content"),
+    ("remember", {"content": "x" * (MAX_CONTENT_CHARS + 1)}, "content"),
+    ("remember", {"content": 42}, "content"),
+    ("remember", {"content": "ok", "scope": "both"}, "scope"),
+    ("remember", {"content": "ok", "kind": "two words"}, "kind"),
+    ("remember", {"content": "ok", "kind": "k" * 33}, "kind"),
+    ("remember", {"content": "ok", "kind": "note\n"}, "kind"),
+    ("remember", {"content": "\ud800 lone surrogate"}, "content"),
+    ("remember", {"content": "ok", "user_id": "someone"}, "user_id"),
+    ("recall", {"query": "q" * (MAX_QUERY_CHARS + 1)}, "query"),
+    ("recall", {"query": "q", "limit": 0}, "limit"),
+    ("recall", {"query": "q", "limit": 101}, "limit"),
+    ("recall", {"query": "q", "limit": "5"}, "limit"),
+    ("recall", {"query": "q", "limit": 5.0}, "limit"),
+    ("recall", {"query": "q", "limit": True}, "limit"),
+    ("recall", {"limit": 5}, "query"),
+    ("recent", {"limit": [5]}, "limit"),
+    ("recent", {"scope": "LOCAL"}, "scope"),
+    ("forget", {"id": "42"}, "id"),
+    ("forget", {"id": "local:1", "text": "both given"}, "id"),
+    ("forget", {}, "id"),
+    ("forget", {"text": ""}, "text"),
+])
+def test_a_refused_argument_is_a_tool_error_naming_it(server, tool, arguments, named):
+    assert re.search(rf"\b{named}\b", error_text(call(server, tool, **arguments)))
+
+
+def test_refusals_say_what_a_valid_value_is(server):
+    assert error_text(call(server, "recall", query="q", limit=0)) == (
+        "limit must be an integer from 1 to 100")
+    assert "split a longer text" in error_text(call(server, "remember", content="x" * 10_001))
+    assert error_text(call(server, "remember", content="ok", size=1)) == (
+        "remember has no argument 'size'; it takes content, scope, kind")
+    long_name = "n" * 500
+    assert len(error_text(call(server, "recent", **{long_name: 1}))) < 120  # not echoed whole
+
+
+def test_null_stands_for_an_optional_argument_left_out(server):
+    result = call(server, "remember", content="Nulls are fine.", scope=None, kind=None)
+    assert result["structuredContent"]["statement"]["id"] == "local:1"
+    assert call(server, "recall", query="nulls", limit=None, scope=None)["isError"] is False
+    assert "content is required" in error_text(call(server, "remember", content=None))
+
+
+def test_a_failing_store_is_a_tool_error_and_the_server_keeps_serving(server, tmp_path):
+    project = tmp_path / "project" / ".aml"
+    project.mkdir(parents=True)
+    (project / "memory.db").write_bytes(b"not a database at all" * 100)
+    text = error_text(call(server, "remember", content="Goes nowhere."))
+    assert "not a usable aml_retriever store" in text
+    assert call(server, "remember", content="Goes global.", scope="global")["isError"] is False
+
+
+def test_an_unexpected_failure_is_a_tool_error_without_details(server, monkeypatch, caplog):
+    def broken(*_: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(ScopedMemory, "recent", broken)
+    text = error_text(call(server, "recent"))
+    assert "failed unexpectedly" in text and "disk on fire" not in text
+    assert "disk on fire" in caplog.text  # the log has the details
+    assert call(server, "recall", query="still serving")["isError"] is False
+
+
+def test_before_structured_output_tools_have_no_output_schema_or_title(server):
+    answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                            "params": {"protocolVersion": "2025-03-26"}})
+    assert answer["result"]["protocolVersion"] == "2025-03-26"
+    tools = server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["result"]["tools"]
+    assert all("outputSchema" not in t and "title" not in t for t in tools)
+    result = call(server, "remember", content="Plain text only.")
+    assert "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"])["statement"]["id"] == "local:1"
+
+
+@pytest.mark.parametrize("version", PROTOCOL_VERSIONS)
+def test_initialize_answers_a_supported_revision_with_itself(server, version):
+    answer = server.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                            "params": {"protocolVersion": version, "capabilities": {}}})
+    assert answer["result"]["protocolVersion"] == version
+
+
+# ---- the argument checker agrees with a JSON Schema validator --------------------------------
+
+ARGUMENT_SCHEMAS = [(f"{tool.name}.{a.name}", a.schema) for tool in TOOLS.values()
+                    for a in tool.arguments]
+VALUES = st.one_of(
+    st.integers(min_value=-5, max_value=205),
+    st.booleans(),
+    st.text(max_size=40),
+    st.text(alphabet="localgbLG:0123456789 _-\n", max_size=20),
+    st.sampled_from(["local", "global", "local:42", "preference", "x" * 2001, "k" * 33]),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@pytest.mark.parametrize("name, schema", ARGUMENT_SCHEMAS, ids=[n for n, _ in ARGUMENT_SCHEMAS])
+@settings(max_examples=150, deadline=None)
+@given(value=VALUES)
+def test_the_argument_checker_agrees_with_json_schema(name, schema, value):
+    # jsonschema evaluates patterns with Python's re, whose $ also matches before a final
+    # newline; ECMA-262, the dialect JSON Schema names (and the checker follows), does not.
+    if isinstance(value, str) and value.endswith("\n") and schema.get("pattern", "").endswith("$"):
+        return
+    assert _conforms(value, schema) == jsonschema.Draft202012Validator(schema).is_valid(value)
