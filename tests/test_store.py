@@ -7,11 +7,12 @@ import threading
 
 import pytest
 
+from aml_retriever import store as store_module
 from aml_retriever.errors import StoreError
 from aml_retriever.migrations import SHARD_MIGRATIONS
 from aml_retriever.service import MemoryService
 from aml_retriever.store import Store
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.validation import AddRequest, Message, SearchRequest
 
 
 def add(service: MemoryService, user: str, request_id: str, *contents: str) -> None:
@@ -141,3 +142,24 @@ def test_a_relative_store_path_works_for_every_operation(tmp_path, monkeypatch):
     assert service.delete_user("alice")["deleted"]["messages"] == 1
     assert (tmp_path / "aml.db").exists()
     service.close()
+
+
+def test_a_user_file_of_an_earlier_version_upgrades_on_open_and_keeps_answering(tmp_path, monkeypatch):
+    path = str(tmp_path / "aml.db")
+    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS[:2])
+    old = MemoryService.open(path)
+    old.add(AddRequest("r1", "alice", "s1", (Message("user", "the segment index goes", None),)))
+    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'messages_by_segment'"
+    conn = old.store.connection("alice", create=False)
+    assert conn.execute(indexes).fetchall() == [("messages_by_segment",)]  # control
+    old.close()
+    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS)
+    current = MemoryService.open(path)
+    try:
+        found = current.search(SearchRequest("segment index", "alice", 5, (), None))["data"]
+        assert [r["content"] for r in found] == ["the segment index goes"]
+        conn = current.store.connection("alice", create=False)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS)
+        assert conn.execute(indexes).fetchall() == []
+    finally:
+        current.close()
