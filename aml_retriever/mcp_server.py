@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 from aml_retriever import __version__
 from aml_retriever.errors import AmlError, InvalidField
 from aml_retriever.scopes import DEFAULT_KIND, SCOPES, AmbiguousText, ScopedMemory
-from aml_retriever.validation import TOP_K_DEFAULT, TOP_K_MAX
+from aml_retriever.validation import TOP_K_DEFAULT, TOP_K_MAX, is_text
 
 log = logging.getLogger("aml_retriever.mcp")
 
@@ -77,19 +77,11 @@ class Argument:
     rule: str
 
     def check(self, value: Any) -> None:
-        if isinstance(value, str) and not _is_text(value):
+        if isinstance(value, str) and not is_text(value):
             raise InvalidField(f"{self.name} must be valid Unicode text (no lone surrogates)",
                                self.name)
         if not _conforms(value, self.schema):
             raise InvalidField(f"{self.name} {self.rule}", self.name)
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _conforms(value: Any, schema: dict[str, Any]) -> bool:

@@ -98,7 +98,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _is_text(value: str) -> bool:
+def is_text(value: str) -> bool:
     """True when the string is valid Unicode (JSON allows lone surrogates; SQLite cannot)."""
     try:
         value.encode("utf-8")
@@ -117,7 +117,7 @@ def _string(data: dict[str, Any], field: str, *, max_chars: int | None = None,
         raise InvalidField(f"{name} must not be only whitespace", name)
     if max_chars is not None and len(value) > max_chars:
         raise InvalidField(f"{name} must be at most {max_chars} characters", name)
-    if not _is_text(value):
+    if not is_text(value):
         raise InvalidField(f"{name} must be valid Unicode text (no lone surrogates)", name)
     return value
 
