@@ -45,6 +45,10 @@ BUSY_TIMEOUT_MS = 15_000
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 # Open user files kept per thread; bounds file descriptors (three per WAL connection).
 CONNECTIONS_PER_THREAD = 16
+# SQLite's memory for the whole process (a soft limit: page caches give memory back beyond it).
+# Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
+# measured 624 MB of server memory; the operating system's file cache still holds the pages.
+SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
 
 
 def shard_name(user_id: str) -> str:
@@ -205,6 +209,7 @@ class Store:
         return conn
 
     def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _use_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")

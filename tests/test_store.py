@@ -93,6 +93,12 @@ def test_user_files_are_wal_with_secure_delete_and_full_sync(tmp_path):
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
+def test_sqlite_memory_is_bounded_for_the_whole_process(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    conn = store.connection("alice", create=True)
+    assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == store_module.SQLITE_HEAP_LIMIT
+
+
 def test_planned_checkpoint_truncates_the_wal_of_written_files(tmp_path):
     store = Store(tmp_path / "aml.db")
     service = MemoryService(store)
