@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -220,7 +221,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method not in route.methods:
                 raise MethodNotAllowed(f"{label} accepts {', '.join(route.methods)}", route.methods)
             body = self._read_json() if method == "POST" else None
-            status, payload = 200, route.handler(self, body, user_id)
+            with self.server.turn(route):
+                status, payload = 200, route.handler(self, body, user_id)
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
@@ -351,6 +353,10 @@ class AmlHTTPServer(http.server.HTTPServer):
         self._connections: dict[socket.socket, bool] = {}
         self._connections_lock = threading.Lock()
         self._on_worker_exit = on_worker_exit
+        # Workers hold connections (and read and write them) all at once, but only this many
+        # run the service at a time: Python runs on one core, and threads beyond that only fight
+        # over the GIL (16 clients: 125 Searches/s with 16 at once, 251 with 2).
+        self._active = threading.BoundedSemaphore(config.active_requests)
         super().__init__((config.host, config.port), Handler)
         self._rejected = Lingerer()
         self._rejected.start()
@@ -358,6 +364,11 @@ class AmlHTTPServer(http.server.HTTPServer):
                          for i in range(config.workers)]
         for worker in self._workers:
             worker.start()
+
+    def turn(self, route: Route) -> AbstractContextManager[Any]:
+        """The wait for a turn at the service; /health never waits, so probes see a busy server
+        as alive."""
+        return nullcontext() if route.label == OPEN_PATH else self._active
 
     def process_request(self, request: Any, client_address: Any) -> None:
         try:

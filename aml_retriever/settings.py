@@ -49,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1024),
     Setting("max_messages", 200, int, "most messages accepted in one Add (413 beyond)", minimum=1),
     Setting("workers", 16, int, "request worker threads (bounded concurrency)", minimum=1),
+    Setting("active_requests", 2, int, "requests processed at once; more workers' requests wait "
+            "their turn (one process runs Python on one core: more only contend)", minimum=1),
     Setting("queue_size", 64, int, "connections waiting for a worker before new ones get 503",
             minimum=1),
     Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle or stall mid-request",

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Client, saturated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +138,56 @@ def test_env_settings_are_read(tmp_path):
         process.terminate()
         process.wait(timeout=15)
     assert (tmp_path / "env.db").exists()
+
+
+def _held_searches(app, monkeypatch) -> tuple[threading.Event, list[int]]:
+    """Make every Search wait for `release`; `running` counts those inside the service."""
+    release, running, lock = threading.Event(), [0, 0], threading.Lock()  # [now, peak]
+    original = app.service.search
+
+    def held(request):
+        with lock:
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+        return original(request)
+
+    monkeypatch.setattr(app.service, "search", held)
+    return release, running
+
+
+def _search_in_thread(app) -> threading.Thread:
+    thread = threading.Thread(target=lambda: Client(app.port).search("u", "anything"))
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("active,expected_peak", [(1, 1), (3, 3)])
+def test_only_active_requests_run_the_service_at_once(make_app, monkeypatch, active, expected_peak):
+    app = make_app(active_requests=active)
+    release, running = _held_searches(app, monkeypatch)
+    threads = [_search_in_thread(app) for _ in range(4)]
+    deadline = time.monotonic() + 5
+    while running[0] < expected_peak and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # a fourth request that could enter would have by now
+    assert running[1] == expected_peak
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert running == [0, expected_peak]
+
+
+def test_health_answers_while_every_turn_is_taken(make_app, monkeypatch):
+    app = make_app(active_requests=1)
+    release, running = _held_searches(app, monkeypatch)
+    thread = _search_in_thread(app)
+    deadline = time.monotonic() + 5
+    while running[0] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert running[0] == 1  # the only turn is held
+    assert Client(app.port).request("GET", "/health").status == 200
+    release.set()
+    thread.join(10)
