@@ -31,7 +31,7 @@ class App:
         self.store = Store(config.db_path, config.synchronous, retrieval.index_identity())
         self.store.hold_shared()
         self.service = MemoryService(self.store, config.provenance, retrieval)
-        self.server = AmlHTTPServer(config, self.service, self.store.close_thread)
+        self.server = AmlHTTPServer(config, self.service)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None
         self._stopped = threading.Event()

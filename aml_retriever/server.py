@@ -343,8 +343,7 @@ class AmlHTTPServer(http.server.HTTPServer):
     # admission control is the bounded queue below, not this.
     request_queue_size = 1024
 
-    def __init__(self, config: Config, service: MemoryService,
-                 on_worker_exit: Callable[[], None]) -> None:
+    def __init__(self, config: Config, service: MemoryService) -> None:
         self.config = config
         self.service = service
         self.stopping = False
@@ -352,7 +351,6 @@ class AmlHTTPServer(http.server.HTTPServer):
         self._jobs: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(config.queue_size)
         self._connections: dict[socket.socket, bool] = {}
         self._connections_lock = threading.Lock()
-        self._on_worker_exit = on_worker_exit
         # Workers hold connections (and read and write them) all at once, but only this many
         # run the service at a time: Python runs on one core, and threads beyond that only fight
         # over the GIL (16 clients: 125 Searches/s with 16 at once, 251 with 2).
@@ -394,18 +392,15 @@ class AmlHTTPServer(http.server.HTTPServer):
         log.info("- - 503 0.0ms")
 
     def _work(self) -> None:
-        try:
-            while (job := self._jobs.get()) is not None:
-                request, client_address = job
-                try:
-                    self.finish_request(request, client_address)
-                except Exception:  # a broken connection must not kill the worker
-                    pass
-                finally:
-                    self.track(request, busy=None)
-                    self.shutdown_request(request)
-        finally:
-            self._on_worker_exit()
+        while (job := self._jobs.get()) is not None:
+            request, client_address = job
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # a broken connection must not kill the worker
+                pass
+            finally:
+                self.track(request, busy=None)
+                self.shutdown_request(request)
 
     def track(self, connection: socket.socket, busy: bool | None) -> None:
         """Remember which connections are idle between requests, so a stop can close them."""
@@ -530,4 +525,3 @@ class Checkpointer(threading.Thread):
                 self.store.checkpoint_dirty()
             except Exception as exc:  # retried on the next tick
                 errors_log.warning("checkpoint failed: %s", type(exc).__name__)
-        self.store.close_thread()

@@ -51,23 +51,24 @@ class MemoryService:
         """Store an Add atomically; answer only once it is committed and searchable."""
         payload_hash = request.payload_hash()
         received_ms = int(time.time() * 1000)
-        conn = self.store.connection(request.user_id, create=True)
-        assert conn is not None
-        with self.store.write(conn):
-            # Checked inside the write transaction: concurrent retries serialise on it and
-            # exactly one of them writes.
-            prior = conn.execute("SELECT payload_hash, stored, timestamps_assigned FROM requests "
-                                 "WHERE request_id = ?", (request.request_id,)).fetchone()
-            if prior is not None:
-                if prior[0] != payload_hash:
-                    raise IdempotencyConflict("request_id was already used for a different payload "
-                                              "by this user", "request_id")
-                return self._added(request, prior[1], prior[2], replayed=True)
-            assigned = self._insert_messages(conn, request, received_ms)
-            conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
-                         "timestamps_assigned, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
-                         (request.request_id, payload_hash, request.session_id,
-                          len(request.messages), assigned, received_ms))
+        with self.store.connection(request.user_id, create=True) as conn:
+            assert conn is not None
+            with self.store.write(conn):
+                # Checked inside the write transaction: concurrent retries serialise on it and
+                # exactly one of them writes.
+                prior = conn.execute("SELECT payload_hash, stored, timestamps_assigned FROM "
+                                     "requests WHERE request_id = ?",
+                                     (request.request_id,)).fetchone()
+                if prior is not None:
+                    if prior[0] != payload_hash:
+                        raise IdempotencyConflict("request_id was already used for a different "
+                                                  "payload by this user", "request_id")
+                    return self._added(request, prior[1], prior[2], replayed=True)
+                assigned = self._insert_messages(conn, request, received_ms)
+                conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
+                             "timestamps_assigned, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                             (request.request_id, payload_hash, request.session_id,
+                              len(request.messages), assigned, received_ms))
         return self._added(request, len(request.messages), assigned, replayed=False)
 
     def _insert_messages(self, conn: sqlite3.Connection, request: AddRequest,
@@ -115,14 +116,14 @@ class MemoryService:
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
         """The user's best original evidence for the query, best first, each piece once."""
-        conn = self.store.connection(request.user_id, create=False)
-        if conn is None:
-            return {"data": []}
-        query_plan = plan(request.query, request.options)
-        with self.store.read(conn):
-            retrieval = Retrieval(conn, self.retrieval)
-            results = retrieval.run(query_plan, request.top_k, request.session_id)
-            return {"data": [self._result(r, retrieval.rows) for r in results]}
+        with self.store.connection(request.user_id, create=False) as conn:
+            if conn is None:
+                return {"data": []}
+            query_plan = plan(request.query, request.options)
+            with self.store.read(conn):
+                retrieval = Retrieval(conn, self.retrieval)
+                results = retrieval.run(query_plan, request.top_k, request.session_id)
+        return {"data": [self._result(r, retrieval.rows) for r in results]}
 
     def _result(self, result: Result, rows: dict[int, Any]) -> dict[str, Any]:
         members = [rows[m] for m in result.candidate.members]
@@ -149,17 +150,17 @@ class MemoryService:
         """Remove everything of one user in one transaction, then truncate the WAL so the
         deleted text does not linger there either."""
         removed = {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
-        conn = self.store.connection(user_id, create=False)
-        if conn is not None:
-            with self.store.write(conn):
-                for table in removed:
-                    removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                    conn.execute(f"DELETE FROM {table}")
-                for table in ("speakers", "window_members", "removals"):
-                    conn.execute(f"DELETE FROM {table}")
-                for index in INDEXES:
-                    conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-            self.store.try_checkpoint(conn)
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is not None:
+                with self.store.write(conn):
+                    for table in removed:
+                        removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                        conn.execute(f"DELETE FROM {table}")
+                    for table in ("speakers", "window_members", "removals"):
+                        conn.execute(f"DELETE FROM {table}")
+                    for index in INDEXES:
+                        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
+                self.store.try_checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
@@ -168,12 +169,12 @@ class MemoryService:
         users = messages = 0
         paths = self.store.shard_paths()
         for done, path in enumerate(paths, 1):
-            conn = self.store.connection_at(path)
-            if conn is not None:
-                with self.store.write(conn):
-                    messages += self._rebuild(conn)
-                    self.store.record_index_identity(conn)
-                users += 1
+            with self.store.connection_at(path) as conn:
+                if conn is not None:
+                    with self.store.write(conn):
+                        messages += self._rebuild(conn)
+                        self.store.record_index_identity(conn)
+                    users += 1
             if progress:
                 progress(done, len(paths))
         self.store.record_index_identity()
@@ -225,12 +226,12 @@ class MemoryService:
 
     def _messages(self, user_id: str, where: str, params: list[Any]) -> list[dict[str, Any]]:
         """Messages as results without a score; `where` is a fixed clause, never built from input."""
-        conn = self.store.connection(user_id, create=False)
-        if conn is None:
-            return []
-        with self.store.read(conn):
-            rows = conn.execute("SELECT id, content, timestamp_ms, role, session_id FROM messages "
-                                f"WHERE {where}", params).fetchall()
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is None:
+                return []
+            with self.store.read(conn):
+                rows = conn.execute("SELECT id, content, timestamp_ms, role, session_id FROM "
+                                    f"messages WHERE {where}", params).fetchall()
         return [{"id": f"m{message_id}", "content": content, "created_at": iso_utc(timestamp),
                  "timestamp_ms": timestamp, "role": role, "session_id": session_id}
                 for message_id, content, timestamp, role, session_id in rows]
@@ -244,11 +245,11 @@ class MemoryService:
         index is then merged so the removed terms leave its pages too; the windows and segments
         of the sessions concerned are derived again from their remaining messages."""
         removed: list[int] = []
-        conn = self.store.connection(user_id, create=False)
-        if conn is not None:
-            with self.store.write(conn):
-                removed = self._remove_messages(conn, message_ids, reason)
-            self.store.try_checkpoint(conn)  # so the removed text leaves the write-ahead log too
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is not None:
+                with self.store.write(conn):
+                    removed = self._remove_messages(conn, message_ids, reason)
+                self.store.try_checkpoint(conn)  # so the removed text leaves the write-ahead log
         return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}
 
     def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],

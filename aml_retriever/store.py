@@ -6,7 +6,8 @@ on user after MATCH scores every user's matches (see docs/ARCHITECTURE.md). A us
 makes every statistic that user's own, answers at the speed of an FTS5 query over that user alone,
 and makes "only that user's rows are ever read" true of the file system, not just of a WHERE.
 
-Threading: each connection is used by the one thread that opened it (a small per-thread LRU).
+Threading: connections are shared by every thread through a pool of idle ones: a thread leases
+a connection for one call (`with store.connection(user) as conn`) and gives it back.
 Writes take `BEGIN IMMEDIATE` so the idempotency check and the insert are one serialised step.
 """
 
@@ -44,7 +45,7 @@ BUSY_TIMEOUT_MS = 15_000
 # Cap on the WAL file kept after a checkpoint, so one burst does not leave a huge file behind.
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 # Open user files kept per thread; bounds file descriptors (three per WAL connection).
-CONNECTIONS_PER_THREAD = 16
+IDLE_CONNECTIONS = 64
 # SQLite's memory for the whole process (a soft limit: page caches give memory back beyond it).
 # Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
 # measured 624 MB of server memory; the operating system's file cache still holds the pages.
@@ -67,7 +68,7 @@ class Store:
         self._reindexing = reindexing
         self.shard_dir = Path(str(self.path) + ".users")
         self.synchronous = synchronous
-        self._local = threading.local()
+        self._idle = _Pool(IDLE_CONNECTIONS)
         self._all_connections: list[sqlite3.Connection] = []
         self._registry_lock = threading.Lock()
         self._dirty: set[Path] = set()
@@ -155,34 +156,37 @@ class Store:
         name = shard_name(user_id)
         return self.shard_dir / name[:2] / f"{name}.db"
 
-    def connection(self, user_id: str, create: bool) -> sqlite3.Connection | None:
-        """This thread's connection to a user's file; None when the user has no file and
-        `create` is false (reads never create files)."""
-        return self.connection_at(self.shard_path(user_id), create)
+    @contextmanager
+    def connection(self, user_id: str, create: bool) -> Iterator[sqlite3.Connection | None]:
+        """A connection to a user's file for the duration of the block; None when the user has no
+        file and `create` is false (reads never create files)."""
+        with self.connection_at(self.shard_path(user_id), create) as conn:
+            yield conn
 
-    def connection_at(self, path: Path, create: bool = False) -> sqlite3.Connection | None:
-        """This thread's connection to a user file, from a small per-thread LRU (which bounds
-        open file descriptors); None when there is no usable file and `create` is false."""
-        cache: OrderedDict[Path, sqlite3.Connection] = self._thread_cache()
-        conn = cache.get(path)
-        if conn is not None:
-            cache.move_to_end(path)
-            return conn
-        if not create and not path.exists():
-            return None
-        conn = self._open_shard(path, create)
+    @contextmanager
+    def connection_at(self, path: Path, create: bool = False
+                      ) -> Iterator[sqlite3.Connection | None]:
+        """A connection to a user file, leased from the pool of idle ones (opened when none is
+        idle) and given back after the block; None when there is no usable file and `create` is
+        false. Connections are shared across threads, so each file keeps one or two warm page
+        caches however many workers serve it, and open files stay bounded."""
+        conn = self._idle.take(path)
         if conn is None:
-            return None
-        cache[path] = conn
-        while len(cache) > CONNECTIONS_PER_THREAD:
-            self._close(cache.popitem(last=False)[1])
-        return conn
+            if not create and not path.exists():
+                yield None
+                return
+            conn = self._open_shard(path, create)
+        try:
+            yield conn
+        finally:
+            if conn is not None:
+                self._give_back(path, conn)
 
-    def _thread_cache(self) -> OrderedDict[Path, sqlite3.Connection]:
-        cache = getattr(self._local, "cache", None)
-        if cache is None:
-            cache = self._local.cache = OrderedDict()
-        return cache
+    def _give_back(self, path: Path, conn: sqlite3.Connection) -> None:
+        # A block left inside a transaction (an error between BEGIN and its end) is not reused.
+        evicted = [conn] if conn.in_transaction else self._idle.give(path, conn)
+        for old in evicted:
+            self._close(old)
 
     def _open_shard(self, path: Path, create: bool) -> sqlite3.Connection | None:
         if create:
@@ -271,8 +275,8 @@ class Store:
             paths, self._dirty = self._dirty, set()
         waiting = 0
         for path in sorted(paths):
-            conn = self.connection_at(path)
-            waiting += conn is not None and not self.try_checkpoint(conn)
+            with self.connection_at(path) as conn:
+                waiting += conn is not None and not self.try_checkpoint(conn)
         return waiting
 
     def try_checkpoint(self, conn: sqlite3.Connection) -> bool:
@@ -299,19 +303,13 @@ class Store:
             self.shard_dir.mkdir()
             return removed
 
-    def close_thread(self) -> None:
-        """Close the calling thread's connections (a worker leaving)."""
-        cache = self._thread_cache()
-        while cache:
-            self._close(cache.popitem()[1])
-
     def close(self) -> None:
-        """Close every connection of every thread; call only when no thread still uses them."""
+        """Close every connection; call only when no thread still uses them."""
+        self._idle.clear()
         with self._registry_lock:
             conns, self._all_connections = self._all_connections, []
         for conn in conns:
             conn.close()
-        self._local = threading.local()
         if self._lock_file is not None:
             os.close(self._lock_file)
             self._lock_file = None
@@ -345,3 +343,32 @@ def _statements(script: str) -> list[str]:
             statements.append(current.strip())
             current = ""
     return [s for s in statements if s]
+
+
+class _Pool:
+    """Idle connections by file, least recently given back first out when over the cap."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._idle: OrderedDict[tuple[Path, int], sqlite3.Connection] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, path: Path) -> sqlite3.Connection | None:
+        with self._lock:
+            for key in reversed(self._idle):  # the warmest first
+                if key[0] == path:
+                    return self._idle.pop(key)
+        return None
+
+    def give(self, path: Path, conn: sqlite3.Connection) -> list[sqlite3.Connection]:
+        """Keep `conn` idle; returns the connections pushed out, for the caller to close."""
+        with self._lock:
+            self._idle[(path, id(conn))] = conn
+            evicted = []
+            while len(self._idle) > self._cap:
+                evicted.append(self._idle.popitem(last=False)[1])
+            return evicted
+
+    def clear(self) -> None:
+        with self._lock:
+            self._idle.clear()

@@ -2,12 +2,13 @@
 
 What it does
 ------------
-1. Generates deterministic synthetic chat messages (seeded `random`; a vocabulary of a few
-   thousand made-up words, common English words, names and numbers; ~20 words a message). No
-   external data, so every run on every machine writes the same bytes.
+1. Generates deterministic synthetic messages (`corpus.word_messages`: seeded `random`; a
+   vocabulary of a few thousand made-up words, common English words, names and numbers; ~20
+   words a message). No external data, so every run on every machine writes the same bytes.
 2. Builds two stores through the public in-process API (`MemoryService.add`, 20-message Adds):
-   - "crowded": the target user (default 1,000 messages) plus `--others` messages (default
-     1,000,000) spread over other users of ~1,000 messages each;
+   - "crowded": `--others` messages (default 1,000,000) of other users of ~1,000 messages each
+     (`corpus.others_store`: built once in parallel processes and shared with the other
+     benchmarks, its files linked in), plus the target user (default 1,000 messages);
    - "alone": the same target user, written by the same Adds in the same order, and nobody else.
 3. Runs the same queries (words taken from the target user's messages, 3-6 words each) against
    the target user in both stores, plus the floor: one raw FTS5 query on the target user's file,
@@ -30,7 +31,7 @@ Usage
 -----
     python3 bench/bench_isolation.py                     # 1M other messages (a few minutes)
     python3 bench/bench_isolation.py --others 50000      # a quick run
-    python3 bench/bench_isolation.py --workdir /var/tmp/iso --keep   # keep, reuse next run
+    python3 bench/bench_isolation.py --workdir /var/tmp/bench --keep   # keep, reuse next run
 
 Results go to `bench_out/isolation.json` and `bench_out/isolation.md` (git-ignored) and the
 Markdown table is printed. Exit status: 0 when results are identical and the p50 ratio is within
@@ -42,18 +43,12 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import json
-import multiprocessing
 import os
-import platform
-import random
-import shutil
 import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from functools import cache
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,247 +58,61 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchlib import Samples, log, paired_ratio, run_and_report
+from benchlib import (
+    Samples,
+    environment,
+    environment_line,
+    log,
+    paired_ratio,
+    params,
+    run_and_report,
+)
+from corpus import (
+    ADD_SIZE,
+    OthersPlan,
+    others_store,
+    prepare_store,
+    shared_dir,
+    store_bytes,
+    word_adds,
+    word_messages,
+    word_queries,
+    write_adds,
+)
 
-from aml_retriever import __version__
 from aml_retriever.service import MemoryService
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import match_expression, query_terms
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.validation import SearchRequest
 
-# Bump when generation or build changes, so a kept workdir from an older version is not reused.
-BENCH_FORMAT = "bench_isolation-v1"
 TARGET_USER = "target-user"
-ADD_SIZE = 20  # messages per Add, the size a chat platform typically sends
-SESSION_SIZE = 100  # messages per session id
-BASE_TIME_MS = 1_700_000_000_000
 # The floor: FTS5 alone, no service code around it (as given in the brief; bm25 with default weights).
 FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message_index MATCH ? "
              "ORDER BY 2 LIMIT 10")
 
-# ---- synthetic text ----------------------------------------------------------------------
-
-COMMON_WORDS = """
-    the be to of and a in that have i it for not on with he as you do at this but his by from
-    they we say her she or an will my one all would there their what so up out if about who get
-    which go me when make can like time no just him know take people into year your good some
-    could them see other than then now look only come its over think also back after use two how
-    our work first well way even new want because any these give day most us is was are were
-    been has had did said made going got need meeting tomorrow today yesterday week month plan
-    call email send project idea remember please thanks sure maybe really think pretty great
-    problem question answer
-""".split()
-
-NAMES = """
-    Alice Bruno Chiara Dmitri Elena Farid Greta Hiro Ingrid Jonas Kavya Lars Mei Nadia Oscar
-    Priya Quentin Rosa Sven Tariq Uma Viktor Wen Xavier Yara Zoltan Amara Bjorn Carmen Diego
-    Esther Felix Gita Hamza Irene Jamal Keiko Luca Marta Nikos Olga Pablo Rania Stefan Tomas
-    Ulla Vera Wanda Yusuf Berlin Lisbon Nairobi Osaka Quito Tallinn Zurich Monday Friday
-""".split()
-
-ONSETS = """
-    b br ch d dr f fl g gl gr h j k kl kr l m n p pl pr qu r s sh sk sl st t th tr v w z zh
-""".split()
-VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ie", "oa", "ou", "y"]
-CODAS = ["", "", "", "n", "r", "s", "l", "k", "nd", "st", "x", "m", "rt"]
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """Words with Zipf-like weights (as cumulative weights, for random.choices)."""
-    words: tuple[str, ...]
-    cum_weights: tuple[float, ...]
-    made_up: tuple[str, ...]
-
-
-def _made_up_word(rng: random.Random) -> str:
-    return "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
-                   for _ in range(rng.choice((2, 2, 3))))
-
-
-@cache
-def vocabulary(seed: int, size: int = 3000) -> Vocabulary:
-    """The shared vocabulary. Weights follow Zipf (1/rank) so a few words are everywhere and most
-    are rare, as in real text; common English words take the top ranks."""
-    rng = random.Random(f"{seed}:vocabulary")
-    common = set(COMMON_WORDS)
-    made_up: list[str] = []
-    seen: set[str] = set()
-    while len(made_up) < size:
-        word = _made_up_word(rng)
-        if word not in seen and word not in common:
-            seen.add(word)
-            made_up.append(word)
-    words = list(dict.fromkeys(COMMON_WORDS)) + made_up
-    total, cum = 0.0, []
-    for rank in range(1, len(words) + 1):
-        total += 1.0 / rank
-        cum.append(total)
-    return Vocabulary(tuple(words), tuple(cum), tuple(made_up))
-
-
-def _number(rng: random.Random) -> str:
-    kind = rng.random()
-    if kind < 0.4:
-        return str(rng.randint(2, 99))
-    if kind < 0.7:
-        return str(rng.randint(1990, 2030))
-    if kind < 0.85:
-        return f"{rng.randint(1, 999)}.{rng.randint(0, 99):02d}"
-    return f"{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
-
-
-def _sentence(rng: random.Random, vocab: Vocabulary, favourites: Sequence[str]) -> str:
-    """About 20 words: mostly the shared vocabulary, some of the user's favourite words (so each
-    user has topics of their own), and now and then a name or a number."""
-    count = max(6, min(40, round(rng.gauss(20, 5))))
-    tokens = rng.choices(vocab.words, cum_weights=vocab.cum_weights, k=count)
-    for i in range(count):
-        roll = rng.random()
-        if roll < 0.15:
-            tokens[i] = rng.choice(favourites)
-        elif roll < 0.21:
-            tokens[i] = rng.choice(NAMES)
-        elif roll < 0.25:
-            tokens[i] = _number(rng)
-        elif roll < 0.28:
-            tokens[i] += ","
-    tokens[0] = tokens[0][:1].upper() + tokens[0][1:]
-    return " ".join(tokens).rstrip(",") + rng.choice(".....?!")
-
-
-def user_messages(seed: int, user_id: str, count: int) -> list[Message]:
-    """A user's messages, a pure function of (seed, user_id, count): the target user is the same
-    in both stores, and a build can be split over processes without passing any text around."""
-    vocab = vocabulary(seed)
-    rng = random.Random(f"{seed}:user:{user_id}")
-    favourites = rng.sample(vocab.made_up, 40)
-    start = BASE_TIME_MS + rng.randint(0, 86_400_000)
-    return [Message("user" if i % 2 == 0 else "assistant", _sentence(rng, vocab, favourites),
-                    start + i * 45_000) for i in range(count)]
-
-
-def user_adds(seed: int, user_id: str, count: int) -> list[AddRequest]:
-    """The user's messages as 20-message Adds, one session per 100 messages."""
-    messages = user_messages(seed, user_id, count)
-    return [AddRequest(f"{user_id}-r{start // ADD_SIZE:05d}", user_id,
-                       f"{user_id}-s{start // SESSION_SIZE:03d}",
-                       tuple(messages[start:start + ADD_SIZE]))
-            for start in range(0, count, ADD_SIZE)]
-
-
-def make_queries(seed: int, messages: Sequence[Message], count: int) -> list[str]:
-    """Queries of 3-6 words from the target user's own messages, so they have matches in the
-    target's index; a third mix in a word from another message, as a real question would."""
-    rng = random.Random(f"{seed}:queries")
-    queries: list[str] = []
-    for _ in range(count):
-        words = _plain_words(rng.choice(messages).content)
-        chosen = rng.sample(words, min(len(words), rng.randint(3, 6)))
-        if rng.random() < 0.33:
-            chosen[-1] = rng.choice(_plain_words(rng.choice(messages).content))
-        queries.append(" ".join(chosen))
-    return queries
-
-
-def _plain_words(content: str) -> list[str]:
-    return list(dict.fromkeys(w.strip(".,?!") for w in content.split()))
-
-
 # ---- building the stores -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BuildPlan:
-    seed: int
-    others: int
-    user_messages: int
-    messages_per_other: int
+def build_or_reuse(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Both stores under `root`, each reused when a kept build of the same plan is there: the
+    crowded one links the other users of the shared store of `--others` messages (built once,
+    in parallel) and writes the target beside them; the alone one holds the target only."""
+    others = None
+    if args.others:
+        others = others_store(shared_dir(root), OthersPlan(args.seed, args.others,
+                                                           args.messages_per_other), args.jobs)
+    target = {TARGET_USER: {"generator": "words", "seed": args.seed,
+                            "messages": args.user_messages}}
 
-    def other_users(self) -> list[tuple[str, int]]:
-        """(user_id, message count) of the other users: `others` messages in total, split into
-        users of ~messages_per_other each (the remainder spread one by one)."""
-        if self.others <= 0:
-            return []
-        users = max(1, round(self.others / self.messages_per_other))
-        base, extra = divmod(self.others, users)
-        return [(f"other-{i:06d}", base + (1 if i < extra else 0)) for i in range(users)]
+    def write(svc: MemoryService, user_id: str) -> dict[str, Any]:
+        return write_adds(svc, word_adds(args.seed, user_id, args.user_messages), user_id)
 
-    def crowded_users(self) -> list[tuple[str, int]]:
-        """Everyone in the crowded store; the target sits mid-way, written among the others."""
-        users = self.other_users()
-        middle = len(users) // 2
-        return [*users[:middle], (TARGET_USER, self.user_messages), *users[middle:]]
-
-
-def _write_users(job: tuple[str, int, list[tuple[str, int]], int, int]) -> tuple[int, float]:
-    """Worker: write the given users into the store with svc.add. Each worker has its own Store
-    (its own connections); users never span workers, so no two processes write one file."""
-    path, seed, users, worker, workers = job
-    store = Store(path, synchronous="NORMAL")
-    svc = MemoryService(store)
-    written, started = 0, time.perf_counter()
-    try:
-        for done, (user_id, count) in enumerate(users, 1):
-            for request in user_adds(seed, user_id, count):
-                svc.add(request)
-            written += count
-            # Keep every WAL small: otherwise each of the ~1,000 files keeps a few MB of WAL.
-            store.checkpoint_dirty()
-            if done % 50 == 0 or done == len(users):
-                rate = written / (time.perf_counter() - started)
-                log(f"  worker {worker + 1}/{workers}: {done}/{len(users)} users, "
-                     f"{written:,} messages, {rate:,.0f} msg/s")
-    finally:
-        store.close()
-    return written, time.perf_counter() - started
-
-
-def build_store(path: Path, seed: int, users: list[tuple[str, int]], jobs: int) -> dict[str, Any]:
-    """Write `users` into a new store at `path` using `jobs` processes; returns timings."""
-    Store(path, synchronous="NORMAL").close()  # create the catalog once, before workers race
-    jobs = max(1, min(jobs, len(users)))
-    # Round-robin, so each worker gets a similar mix of sizes and the target is in one of them.
-    work = [(str(path), seed, users[i::jobs], i, jobs) for i in range(jobs)]
-    started = time.perf_counter()
-    if jobs == 1:
-        results = [_write_users(work[0])]
-    else:
-        # spawn: a fresh interpreter per worker, so no SQLite handle is inherited across fork.
-        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-            results = pool.map(_write_users, work)
-    seconds = time.perf_counter() - started
-    messages = sum(r[0] for r in results)
-    return {"seconds": round(seconds, 2), "messages": messages, "users": len(users),
-            "jobs": jobs, "messages_per_second": round(messages / seconds) if seconds else None}
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def build_or_reuse(root: Path, plan: BuildPlan, jobs: int) -> dict[str, Any]:
-    """Build both stores under `root`, or reuse them when a kept build of the same plan is there
-    (a manifest is written only after a complete build)."""
-    manifest_path = root / "manifest.json"
-    wanted = {"format": BENCH_FORMAT, "aml_retriever": __version__, **asdict(plan)}
-    if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("plan") == wanted:
-            log(f"reusing the stores built earlier in {root}")
-            return {**manifest["build"], "reused": True}
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    log(f"building the crowded store: {plan.others:,} other messages + {plan.user_messages:,} "
-         f"of the target, {jobs} process(es)")
-    crowded = build_store(root / "crowded.db", plan.seed, plan.crowded_users(), jobs)
-    log(f"crowded store built in {crowded['seconds']:.1f} s "
-         f"({crowded['messages_per_second']:,} msg/s)")
-    alone = build_store(root / "alone.db", plan.seed, [(TARGET_USER, plan.user_messages)], 1)
-    log(f"alone store built in {alone['seconds']:.1f} s")
-    build = {"crowded": crowded, "alone": alone, "reused": False}
-    manifest_path.write_text(json.dumps({"plan": wanted, "build": build}, indent=2))
-    return build
+    log("crowded store: the other users and the target")
+    crowded = prepare_store(root / "crowded" / "aml.db", others, target, write)
+    log("alone store: the target only")
+    alone = prepare_store(root / "alone" / "aml.db", None, target, write)
+    return {"others": others.build if others else None, "crowded": crowded[TARGET_USER],
+            "alone": alone[TARGET_USER]}
 
 
 # ---- measuring ---------------------------------------------------------------------------
@@ -394,7 +203,7 @@ def measure_reopen(alone: Subject, crowded: Subject, queries: Sequence[str], top
         for i, query in enumerate(queries):
             order = subjects if (i + round_no) % 2 == 0 else subjects[::-1]
             for samples, subject in order:
-                subject.store.close_thread()
+                subject.store.close()
                 samples.ns.append(_timed(lambda s=subject, q=query: s.search(q, top_k)))
     return {s.label: s for s, _ in subjects}
 
@@ -416,8 +225,12 @@ def markdown(report: dict[str, Any]) -> str:
     p, build, stores, check = (report["params"], report["build"], report["stores"],
                                report["results_check"])
     warm, reopen = report["latency_ms"]["warm"], report["latency_ms"]["reopen"]
-    crowded_build = build["crowded"]
-    build_text = ("reused from an earlier kept build, originally " if build.get("reused") else "")
+    others = build["others"]
+    others_text = (f"other users built once for every benchmark (svc.add, {ADD_SIZE}-message "
+                   f"Adds, synchronous=NORMAL, {others['jobs']} processes): "
+                   f"{others['seconds']:,.1f} s, {others['messages_per_second']:,} msg/s"
+                   f"{', reused from a kept build' if others.get('reused') else ''}; "
+                   if others else "")
     lines = [
         "# Search isolation: one user's Search, alone vs among other users",
         "",
@@ -426,9 +239,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{stores['crowded']['bytes'] / 1e6:,.0f} MB on disk",
         f"- Alone store: {stores['alone']['users']:,} user, {stores['alone']['messages']:,} "
         f"messages, {stores['alone']['bytes'] / 1e6:,.1f} MB on disk",
-        f"- Build ({build_text}svc.add, {ADD_SIZE}-message Adds, synchronous=NORMAL, "
-        f"{crowded_build['jobs']} process(es)): crowded {crowded_build['seconds']:,.1f} s "
-        f"({crowded_build['messages_per_second']:,} msg/s), alone {build['alone']['seconds']:,.1f} s",
+        f"- Build: {others_text}the target written into each store after the others "
+        f"(svc.add), {build['crowded']['seconds']:,.1f} s crowded, "
+        f"{build['alone']['seconds']:,.1f} s alone"
+        f"{' (reused)' if build['crowded'].get('reused') else ''}",
         f"- Queries: {p['queries']} (3-6 words from the target's messages), top_k {p['top_k']}, "
         f"{p['rounds']} timed rounds after a warm-up pass, paths interleaved per query",
         "",
@@ -467,9 +281,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"- Verdict: crowded p50 is {report['p50_ratio']:.2f}x alone (target ≤ {p['max_ratio']}x): "
         f"**{'PASS' if report['passed'] else 'FAIL'}**",
         "",
-        f"Environment: Python {report['env']['python']}, SQLite {report['env']['sqlite']}, "
-        f"{report['env']['platform']}, {report['env']['cpus']} CPUs; aml_retriever "
-        f"{report['env']['aml_retriever']}.",
+        environment_line(report["env"]),
         "",
     ]
     return "\n".join(lines)
@@ -479,7 +291,7 @@ def store_counts(path: Path) -> dict[str, int]:
     stats = MemoryService(store := Store(path, synchronous="NORMAL")).stats()
     store.close()
     return {"users": stats["users"], "messages": stats["messages"],
-            "bytes": _dir_bytes(path.parent / (path.name + ".users")) + path.stat().st_size}
+            "bytes": sum(store_bytes(path)[k] for k in ("catalog", "user_files", "wal"))}
 
 
 # ---- command line ------------------------------------------------------------------------
@@ -508,13 +320,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=10, help="top_k of each Search")
     parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="processes writing the crowded store")
+                        help="processes building the other users")
     parser.add_argument("--max-ratio", type=float, default=1.5,
                         help="pass when crowded p50 / alone p50 is at most this")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
                         help="directory for isolation.json and isolation.md")
     parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the stores are built (in a bench_isolation/ subdirectory); "
+                        help="where the stores are built (bench_isolation/ and shared/ in it); "
                              "default: a new temporary directory")
     parser.add_argument("--keep", action="store_true",
                         help="keep the stores (a later run with the same --workdir and the same "
@@ -531,13 +343,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    plan = BuildPlan(args.seed, args.others, args.user_messages, args.messages_per_other)
-    build = build_or_reuse(root, plan, args.jobs)
-    stores = {"crowded": store_counts(root / "crowded.db"), "alone": store_counts(root / "alone.db")}
-    target = user_messages(args.seed, TARGET_USER, args.user_messages)
-    queries = make_queries(args.seed, target, args.queries)
+    loadavg_start = os.getloadavg()[0]
+    build = build_or_reuse(args, root)
+    paths = {name: root / name / "aml.db" for name in ("crowded", "alone")}
+    stores = {name: store_counts(path) for name, path in paths.items()}
+    target = word_messages(args.seed, TARGET_USER, args.user_messages)
+    queries = word_queries(args.seed, target, args.queries)
 
-    alone, crowded = Subject.open("alone", root / "alone.db"), Subject.open("crowded", root / "crowded.db")
+    alone, crowded = Subject.open("alone", paths["alone"]), Subject.open("crowded", paths["crowded"])
     try:
         log("checking results are identical (also the warm-up pass)")
         check = compare_results(alone, crowded, queries, args.top_k)
@@ -560,10 +373,8 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     reopen_stats = {label: s.summary() for label, s in reopen.items()}
     p50_ratio = (warm_stats["crowded: svc.search"]["p50"] / warm_stats["alone: svc.search"]["p50"])
     return {
-        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "env": {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-                "platform": platform.platform(), "cpus": os.cpu_count(),
-                "aml_retriever": __version__},
+        "params": params(args),
+        "env": environment(loadavg_start),
         "build": build,
         "stores": stores,
         "target_messages_sha256": hashlib.sha256(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from conftest import Client
+from reliability_support import open_user
 
 ODD_IDS = {"request_id": "  Req/1 ", "user_id": " Ünïcode Üser 用户 🙂 ", "session_id": "Sess\tion"}
 
@@ -132,7 +133,7 @@ def test_session_cursor_spans_adds_in_timestamp_then_arrival_order(app, client):
     client.add("alice", "r1", ["later message one"], start_ms=2_000_000)
     client.add("alice", "r2", ["earlier message two"], start_ms=1_000_000)
     client.add("alice", "r3", ["tie message three"], start_ms=2_000_000)
-    conn = app.store.connection("alice", create=False)
+    conn = open_user(app.store.path, "alice")
     ordered = [row[0] for row in conn.execute(
         "SELECT content FROM messages WHERE session_id = 's1' ORDER BY timestamp_ms, id")]
     assert ordered == ["earlier message two", "later message one", "tie message three"]

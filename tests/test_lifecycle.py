@@ -7,7 +7,7 @@ import json
 
 import pytest
 from conftest import Client
-from reliability_support import store_bytes
+from reliability_support import open_user, store_bytes
 
 from aml_retriever.cli import main
 
@@ -37,7 +37,7 @@ def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
     assert deleted["views"] > 60  # a window per message after the first, plus segments
     assert client.contents("victim", MARKER) == []
     assert client.contents("victim", CJK_MARKER) == []
-    conn = app.store.connection("victim", create=False)
+    conn = open_user(app.store.path, "victim")
     for table in ("messages", "requests", "sessions", "views", "speakers", "window_members",
                   "message_index"):
         assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from reliability_support import store_bytes
+from reliability_support import open_user, store_bytes
 
 from aml_retriever import store as store_module
 from aml_retriever.errors import InvalidField, NotFound
@@ -42,9 +42,7 @@ def ids(results: list[dict]) -> list[str]:
 def shard(memory: ScopedMemory, scope: str) -> sqlite3.Connection:
     service = memory._service(scope, create=False)
     assert service is not None
-    conn = service.store.connection(MEMORY_USER, create=False)
-    assert conn is not None
-    return conn
+    return open_user(service.store.path, MEMORY_USER)
 
 
 # ---- where memories live ---------------------------------------------------------------------
@@ -307,8 +305,7 @@ def test_forget_leaves_every_derived_row_as_a_rebuild_would(tmp_path):
                          for i, name in enumerate(["Ana", "Ben", third, "Ana", "Ben", "Dee", "Ana"]))
         service.add(AddRequest(f"r-{session}", "u", session, messages))
     service.forget("u", [3, 6, 9], "forget")  # Cyd's only turn, Dee's turn in s1, Ben's in s2
-    conn = service.store.connection("u", create=False)
-    assert conn is not None
+    conn = open_user(service.store.path, "u")
     after_forget = derived_state(conn)
     assert ("cyd",) not in after_forget["speakers"] and ("dee",) in after_forget["speakers"]
     sessions = conn.execute("SELECT session_id, message_count, first_ms, last_ms, last_message_id "
@@ -325,8 +322,7 @@ def test_forget_of_a_whole_session_and_request_drops_their_records(tmp_path):
     service.add(AddRequest("gone", "u", "s-gone", (Message("user", "only message", None),)))
     service.add(AddRequest("kept", "u", "s-kept", (Message("user", "kept message", None),)))
     assert service.forget("u", [1, 42], "forget")["forgotten"] == ["m1"]  # 42 does not exist
-    conn = service.store.connection("u", create=False)
-    assert conn is not None
+    conn = open_user(service.store.path, "u")
     assert conn.execute("SELECT session_id FROM sessions").fetchall() == [("s-kept",)]
     assert conn.execute("SELECT request_id FROM requests").fetchall() == [("kept",)]
     assert service.forget("u", [1], "forget")["forgotten"] == []

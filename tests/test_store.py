@@ -80,23 +80,24 @@ def test_a_user_file_from_a_newer_version_is_refused(tmp_path):
     conn.commit()
     conn.close()
     store = Store(tmp_path / "aml.db")
-    with pytest.raises(StoreError, match="newer"):
-        store.connection("alice", create=False)
-    assert store.connection("bob", create=True) is not None  # control: other users still work
+    with pytest.raises(StoreError, match="newer"), store.connection("alice", create=False):
+        pass
+    with store.connection("bob", create=True) as conn:
+        assert conn is not None  # control: other users still work
 
 
 def test_user_files_are_wal_with_secure_delete_and_full_sync(tmp_path):
     store = Store(tmp_path / "aml.db")
-    conn = store.connection("alice", create=True)
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
-    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    with store.connection("alice", create=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
 def test_sqlite_memory_is_bounded_for_the_whole_process(tmp_path):
     store = Store(tmp_path / "aml.db")
-    conn = store.connection("alice", create=True)
-    assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == store_module.SQLITE_HEAP_LIMIT
+    with store.connection("alice", create=True) as conn:
+        assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == store_module.SQLITE_HEAP_LIMIT
 
 
 def test_planned_checkpoint_truncates_the_wal_of_written_files(tmp_path):
@@ -125,14 +126,41 @@ def test_checkpoint_waits_for_a_reader_then_succeeds(tmp_path):
     assert store.checkpoint_dirty() == 0
 
 
-def test_each_thread_uses_its_own_connection(tmp_path):
+def test_a_connection_given_back_serves_the_next_lease_from_any_thread(tmp_path):
     store = Store(tmp_path / "aml.db")
-    store.connection("alice", create=True)
+    with store.connection("alice", create=True) as first:
+        with store.connection("alice", create=False) as second:
+            assert second is not None and second is not first  # leases at once never share
     seen = []
-    t = threading.Thread(target=lambda: seen.append(store.connection("alice", create=False)))
-    t.start()
-    t.join()
-    assert seen[0] is not None and seen[0] is not store.connection("alice", create=False)
+
+    def lease() -> None:
+        with store.connection("alice", create=False) as conn:
+            seen.append(conn)
+
+    thread = threading.Thread(target=lease)
+    thread.start()
+    thread.join()
+    assert seen[0] in (first, second)
+
+
+def test_idle_connections_are_bounded_however_many_users(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "IDLE_CONNECTIONS", 4)
+    store = Store(tmp_path / "aml.db")
+    for i in range(12):
+        with store.connection(f"user-{i}", create=True) as conn:
+            conn.execute("SELECT 1")
+    assert len(store._all_connections) == 4
+    with store.connection("user-0", create=False) as conn:  # control: an evicted user reopens
+        assert conn is not None and conn.execute("PRAGMA user_version").fetchone()[0] > 0
+
+
+def test_a_block_that_fails_mid_transaction_does_not_return_its_connection(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    with pytest.raises(RuntimeError), store.connection("alice", create=True) as conn:
+        conn.execute("BEGIN")
+        raise RuntimeError("failed inside the transaction")
+    with store.connection("alice", create=False) as fresh:
+        assert fresh is not conn and not fresh.in_transaction
 
 
 def test_a_relative_store_path_works_for_every_operation(tmp_path, monkeypatch):
@@ -156,16 +184,16 @@ def test_a_user_file_of_an_earlier_version_upgrades_on_open_and_keeps_answering(
     old = MemoryService.open(path)
     old.add(AddRequest("r1", "alice", "s1", (Message("user", "the segment index goes", None),)))
     indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'messages_by_segment'"
-    conn = old.store.connection("alice", create=False)
-    assert conn.execute(indexes).fetchall() == [("messages_by_segment",)]  # control
+    with old.store.connection("alice", create=False) as conn:
+        assert conn.execute(indexes).fetchall() == [("messages_by_segment",)]  # control
     old.close()
     monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS)
     current = MemoryService.open(path)
     try:
         found = current.search(SearchRequest("segment index", "alice", 5, (), None))["data"]
         assert [r["content"] for r in found] == ["the segment index goes"]
-        conn = current.store.connection("alice", create=False)
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS)
-        assert conn.execute(indexes).fetchall() == []
+        with current.store.connection("alice", create=False) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS)
+            assert conn.execute(indexes).fetchall() == []
     finally:
         current.close()

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from reliability_support import open_user
 
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import RetrievalConfig
@@ -28,7 +29,7 @@ def add(svc, request_id, session, *timed):
 
 
 def views(svc, kind):
-    conn = svc.store.connection("u", create=False)
+    conn = open_user(svc.store.path, "u")
     return [json.loads(row[0]) for row in conn.execute(
         "SELECT message_ids FROM views WHERE kind = ? ORDER BY id", (kind,))]
 
@@ -45,13 +46,13 @@ def test_segments_split_at_a_silence_and_at_the_size_cap(svc):
     add(svc, "r2", "s", (2 * MINUTE, "c"), (3 * MINUTE, "d"), (4 * MINUTE, "e"))  # cap of 4
     add(svc, "r3", "s", (2 * 60 * MINUTE, "f"))  # two hours of silence
     assert views(svc, "segment") == [[1, 2, 3, 4], [5], [6]]
-    conn = svc.store.connection("u", create=False)
+    conn = open_user(svc.store.path, "u")
     assert conn.execute("SELECT open_segment_id FROM sessions").fetchone()[0] is not None
 
 
 def test_window_members_link_every_window_to_its_messages(svc):
     add(svc, "r1", "s", (0, "one"), (MINUTE, "two"), (2 * MINUTE, "three"))
-    conn = svc.store.connection("u", create=False)
+    conn = open_user(svc.store.path, "u")
     members = conn.execute("SELECT message_id, view_id FROM window_members ORDER BY view_id, "
                            "message_id").fetchall()
     windows = conn.execute("SELECT id, message_ids FROM views WHERE kind = 'window' ORDER BY id")
