@@ -44,7 +44,8 @@ def index_identity(view_shape: str) -> str:
 BUSY_TIMEOUT_MS = 15_000
 # Cap on the WAL file kept after a checkpoint, so one burst does not leave a huge file behind.
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
-# Open user files kept per thread; bounds file descriptors (three per WAL connection).
+# Connections kept open between calls, for any thread to reuse (least recently used closed
+# first): bounds file descriptors (three per WAL connection) however many users are served.
 IDLE_CONNECTIONS = 64
 # SQLite's memory for the whole process (a soft limit: page caches give memory back beyond it).
 # Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
