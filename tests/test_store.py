@@ -143,6 +143,34 @@ def test_a_connection_given_back_serves_the_next_lease_from_any_thread(tmp_path)
     assert seen[0] in (first, second)
 
 
+def test_no_connection_is_ever_leased_to_two_threads_at_once(tmp_path):
+    store = Store(tmp_path / "aml.db")
+    with store.connection("alice", create=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS probe (n INTEGER)")
+    held: set[int] = set()
+    clashes: list[int] = []
+    lock = threading.Lock()
+
+    def lease_many() -> None:
+        for _ in range(300):
+            with store.connection("alice", create=False) as leased:
+                with lock:
+                    if id(leased) in held:
+                        clashes.append(id(leased))
+                    held.add(id(leased))
+                leased.execute("SELECT count(*) FROM probe").fetchone()
+                with lock:
+                    held.discard(id(leased))
+
+    threads = [threading.Thread(target=lease_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert clashes == []
+    assert 1 <= len(store._all_connections) <= 8  # reused, not one per lease
+
+
 def test_idle_connections_are_bounded_however_many_users(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "IDLE_CONNECTIONS", 4)
     store = Store(tmp_path / "aml.db")
