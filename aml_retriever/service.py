@@ -181,28 +181,21 @@ class MemoryService:
         return {"users": users, "messages": messages}
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
-        conn.execute("DELETE FROM views")
-        conn.execute("DELETE FROM window_members")
         conn.execute("DELETE FROM speakers")
         for index in INDEXES:
             conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-        conn.execute("UPDATE sessions SET open_segment_id = NULL")
-        views = ViewBuilder(conn, self.retrieval)
-        rows = conn.execute("SELECT id, session_id, role, content, timestamp_ms FROM messages "
-                            "ORDER BY session_id, timestamp_ms, id").fetchall()
-        for message_id, session_id, role, content, timestamp in rows:
+        rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
+        for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
             conn.execute("UPDATE messages SET features = ? WHERE id = ?",
                          (features.to_json(), message_id))
             if features.speaker:
                 conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            views.add(NewMessage(message_id, session_id, timestamp))
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
                          (message_id, terms.words, terms.grams))
-        for session_id, segment_id in views.finish().items():
-            conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
-                         (segment_id, session_id))
+        self._rebuild_views(conn, [session for (session,) in conn.execute(
+            "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
         return len(rows)
 
     # ---- single messages -----------------------------------------------------------------
@@ -306,13 +299,17 @@ class MemoryService:
                              (count, first_ms, last_ms, last_id, session_id))
 
     def _rebuild_views(self, conn: sqlite3.Connection, sessions: list[str]) -> None:
-        """Derive the windows and segments of these sessions again from their messages."""
-        for session_id in sessions:
-            conn.execute("DELETE FROM window_members WHERE view_id IN "
-                         "(SELECT id FROM views WHERE session_id = ?)", (session_id,))
-            conn.execute("DELETE FROM views WHERE session_id = ?", (session_id,))
-            conn.execute("UPDATE sessions SET open_segment_id = NULL WHERE session_id = ?",
-                         (session_id,))
+        """Derive the windows and segments of these sessions again from their messages (for
+        `forget`, the sessions it touched; for `reindex`, all of them)."""
+        # One statement each for any number of sessions: views has no index by session, so a
+        # statement per session would read the whole table once per session.
+        chosen = "SELECT value FROM json_each(?)"
+        listed = (json.dumps(sessions),)
+        conn.execute("DELETE FROM window_members WHERE view_id IN (SELECT id FROM views WHERE "
+                     f"session_id IN ({chosen}))", listed)
+        conn.execute(f"DELETE FROM views WHERE session_id IN ({chosen})", listed)
+        conn.execute(f"UPDATE sessions SET open_segment_id = NULL WHERE session_id IN ({chosen})",
+                     listed)
         views = ViewBuilder(conn, self.retrieval)
         for session_id in sessions:
             for message_id, timestamp in conn.execute(
