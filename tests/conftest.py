@@ -136,6 +136,14 @@ def app(make_app: Any) -> App:
     return make_app()
 
 
+@pytest.fixture(scope="module", name="http")
+def module_client(server: App) -> Iterator[Client]:
+    """A keep-alive client of the module's own `server` fixture (a module-scoped App)."""
+    c = Client(server.port)
+    yield c
+    c.close()
+
+
 @pytest.fixture
 def client(app: App) -> Iterator[Client]:
     c = Client(app.port)

@@ -193,13 +193,6 @@ def server(tmp_path_factory):
     app.stop()
 
 
-@pytest.fixture(scope="module")
-def http(server):
-    c = Client(server.port)
-    yield c
-    c.close()
-
-
 def assert_answer(response, status_ok=200) -> None:
     assert response.status < 500, response.raw
     if response.status >= 400:

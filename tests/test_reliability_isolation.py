@@ -46,13 +46,6 @@ def server(tmp_path_factory):
     app.stop()
 
 
-@pytest.fixture(scope="module")
-def http(server):
-    c = Client(server.port)
-    yield c
-    c.close()
-
-
 worlds = st.lists(
     st.tuples(st.sampled_from(LOOK_ALIKE_IDS),
               st.lists(st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
