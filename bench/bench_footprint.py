@@ -60,14 +60,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# Run as a plain script from a checkout (python3 bench/bench_footprint.py): the package is not
-# necessarily installed, so make the repository root importable.
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
 from bench_http import Phase, run_phase, summarize
 from benchlib import (
+    REPO_ROOT,
     Samples,
     ServerProcess,
     environment,

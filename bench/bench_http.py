@@ -60,13 +60,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-# Run as a plain script from a checkout (python3 bench/bench_http.py): the package is not
-# necessarily installed, so make the repository root importable.
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
 from benchlib import (
+    REPO_ROOT,
     SERVE_TIMEOUT_S,
     Client,
     Samples,

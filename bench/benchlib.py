@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Benchmarks run as plain scripts from a checkout, where the package is not necessarily installed.
+# Benchmarks run as plain scripts from a checkout, where the package is not necessarily installed:
+# every script imports this module first, which makes the repository root importable.
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 

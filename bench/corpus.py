@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import string
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,12 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-# Run from a checkout (python3 bench/bench_*.py): make the repository root importable.
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from benchlib import log
+from benchlib import REPO_ROOT, log
 
 from aml_retriever import __version__
 from aml_retriever.query import plan
