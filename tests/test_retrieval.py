@@ -4,10 +4,14 @@ the signal on against the same configuration with it off (the control)."""
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from aml_retriever.retrieval import Retrieval, _exact_words
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.validation import AddRequest, Message, SearchRequest
@@ -179,3 +183,20 @@ def test_multi_script_queries_work_through_windows(svc, first, second, query):
     add(svc, "s1", first, second, "unrelated filler text here")
     assert contents(svc, query, only(window=2.0))[0] == f"{first}\n{second}"
     assert contents(svc, query.split()[0], RetrievalConfig())[0].startswith(first)
+
+
+# ---- the question's words in a candidate ----------------------------------------------------
+
+ASCII_WORDS = st.sampled_from(["run", "runs", "cat", "ca", "t", "42", "a1", "Lena", "lena's"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ASCII_WORDS | st.sampled_from([" ", "-", "_", ".", "'", "\n"]), max_size=30),
+       st.sets(st.sampled_from(["run", "cat", "ca", "t", "42", "a1", "lena", "s"]), max_size=4))
+def test_shared_words_of_ascii_text_are_the_words_column_words(parts, wanted):
+    """The one-pattern search of ASCII text finds exactly the question's words the general
+    word split finds (whole words, case-folded, `_` and punctuation as separators)."""
+    text = "".join(parts)
+    search = Retrieval(sqlite3.connect(":memory:"), RetrievalConfig())
+    search._want_words(frozenset(wanted))
+    assert search._words_in(text) == frozenset(wanted) & _exact_words(text)
