@@ -28,7 +28,7 @@ class App:
         _raise_file_limit()
         self.config = config
         retrieval = config.retrieval()
-        self.store = Store(config.db_path, config.synchronous, retrieval.index_identity())
+        self.store = Store(config.db_path, config.synchronous, retrieval)
         self.store.hold_shared()
         self.service = MemoryService(self.store, config.provenance, retrieval)
         self.server = AmlHTTPServer(config, self.service)

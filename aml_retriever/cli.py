@@ -150,7 +150,7 @@ def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Co
     """A store for a whole-store command. Only `reindex` needs the index settings; the others
     work on any store whatever settings built it."""
     config = load({"db_path": args.db}, args.config)
-    return Store(config.db_path, view_shape=config.retrieval().index_identity(),
+    return Store(config.db_path, retrieval=config.retrieval(),
                  reindexing=reindexing), config
 
 

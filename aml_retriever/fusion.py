@@ -26,15 +26,18 @@ def rrf(lists: Mapping[str, Sequence[Hashable]], weights: Mapping[str, float],
 
 @dataclass(frozen=True)
 class Candidate:
-    """A message or a window, by the ids of the messages it holds (in conversation order)."""
+    """A message or a window, by the ids of the messages it holds (in conversation order). A
+    window's view id is the message it ends at; it keeps that id when cut to fewer messages."""
 
     view: str
     view_id: int
     members: tuple[int, ...]
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.view, self.view_id)
+    def key(self) -> tuple[str, tuple[int, ...]]:
+        """What it is: a kind of view and its messages (windows of two sizes that hold the same
+        messages are one candidate)."""
+        return (self.view, self.members)
 
 
 def select(order: Sequence[Candidate], top_k: int, content_of: Mapping[int, str],

@@ -5,9 +5,9 @@ distinct evidence. Every signal reads its weight from the RetrievalConfig; weigh
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import sqlite3
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -20,6 +20,7 @@ from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.tokenizer import index_text, words_of
+from aml_retriever.views import Turn, turns, windows_around
 
 # Message hits read per candidate wanted: windows and segments are scored from the hits they
 # hold, so they need more hits than the message list keeps. FTS5 scores every match whatever the
@@ -31,6 +32,7 @@ ADJACENT_TO_TOP = 10
 # share of its fused score: demoted below the update, never removed.
 SUPERSEDED_KEEP = 0.5
 _WORD = re.compile(r"[^\W_]+")
+Window = tuple[int, ...]  # a window's members, in conversation order
 
 
 @dataclass(frozen=True)
@@ -66,13 +68,12 @@ class _Hits:
     """What the indexes returned for one Search: (id, BM25) lists and what they point at."""
 
     messages: list[tuple[int, float]]
-    windows: list[tuple[int, float]]
+    windows: list[tuple[Window, float]]
     segments: dict[int, float]
     options: list[tuple[int, float]]
-    window_members: dict[int, list[int]]
     following: dict[int, int]  # the turn after a top hit: {its id: the hit's rank}
     message_order: list[int]  # messages by BM25 mixed with their segment's
-    window_order: list[int]
+    window_order: list[Window]
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Retrieval:
         flags = self._flags(lists, hits.segments, [c for c, _ in candidates.values()])
         contents = {m: row.content for m, row in self.rows.items()}
         # Messages that are candidates in their own right (a lexical, option or adjacency hit).
-        own = {view_id for view, view_id in candidates if view == "message"}
+        own = {members[0] for view, members in candidates if view == "message"}
         results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
                    for original, chosen in select(order, top_k, contents,
                                                   lambda m: m in own or self._matches(m, plan))]
@@ -130,29 +131,28 @@ class Retrieval:
         w = self.config.weight
         messages = ranked(self.conn, "message_index", plan.expression, depth * HIT_FACTOR,
                           session_id)
-        windows = self._windows_around(messages, depth) if w("window") > 0 else []
-        segments = self._segments_of(messages) if w("segment") > 0 else {}
+        around = self._turns(messages)
+        windows = self._windows_around(messages, around, depth) if w("window") > 0 else []
+        segments = self._segments_of(messages, around) if w("segment") > 0 else {}
         messages = messages[:depth]
         options = (ranked(self.conn, "message_index", plan.options_expression, depth, session_id)
                    if w("options") > 0 else [])
-        window_members = self._window_members([v for v, _ in windows])
-        following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]])
+        following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]], around)
                      if w("adjacency") > 0 else {})
         self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
-                        | {m for members in window_members.values() for m in members})
-        return _Hits(messages, windows, segments, options, window_members, following,
-                     message_order=self._mixed_order(messages, segments, lambda m: [m]),
-                     window_order=self._mixed_order(windows, segments,
-                                                    lambda v: window_members[v]))
+                        | {m for window, _ in windows for m in window})
+        return _Hits(messages, windows, segments, options, following,
+                     message_order=self._mixed_order(messages, segments, lambda m: m),
+                     window_order=self._mixed_order(windows, segments, lambda w: w[-1]))
 
     def _lists(self, plan: QueryPlan, hits: _Hits, candidates: dict[Key, tuple[Candidate, int]]
                ) -> tuple[dict[str, list[Key]], list[Facts]]:
         """Every ranked list fusion reads (the lexical ones, then one per feature signal on), and
         the facts the features were read from."""
         lists: dict[str, list[Key]] = {
-            "lexical": [("message", m) for m in hits.message_order],
-            "window": [("window", v) for v in hits.window_order],
-            "options": [("message", m) for m, _ in hits.options],
+            "lexical": [("message", (m,)) for m in hits.message_order],
+            "window": [("window", w) for w in hits.window_order],
+            "options": [("message", (m,)) for m, _ in hits.options],
         }
         rankers = [(name, ranker) for name, ranker in RANKERS.items() if self.config.weight(name) > 0]
         if not rankers:
@@ -164,24 +164,34 @@ class Retrieval:
 
     # ---- loading -------------------------------------------------------------------------
 
-    def _windows_around(self, messages: list[tuple[int, float]],
-                        depth: int) -> list[tuple[int, float]]:
+    def _turns(self, messages: list[tuple[int, float]]) -> dict[int, Turn]:
+        """Where each hit sits in its conversation, as far as the signals on look: windows need
+        the largest window's reach, the next turn (adjacency) one step, segments none."""
+        w = self.config.weight
+        reach = max(self.config.window_sizes, default=1) - 1 if w("window") > 0 else 0
+        if w("adjacency") > 0:
+            reach = max(reach, 1)
+        if reach == 0 and w("segment") <= 0:
+            return {}
+        return turns(self.conn, [m for m, _ in messages], reach)
+
+    def _windows_around(self, messages: list[tuple[int, float]], around: dict[int, Turn],
+                        depth: int) -> list[tuple[Window, float]]:
         """The windows holding a message hit, scored by the sum of their hits' BM25: a window
         that joins two matching turns outscores either turn."""
-        totals = self._sum_hits("SELECT message_id, view_id FROM window_members WHERE message_id", messages)
-        return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:depth]
+        score = defaultdict(float, messages)  # a window's other members score nothing
+        best = sorted((-sum(map(score.__getitem__, w)), w)
+                      for w in windows_around(around, self.config.window_sizes))[:depth]
+        return [(w, -negated) for negated, w in best]
 
-    def _segments_of(self, messages: list[tuple[int, float]]) -> dict[int, float]:
+    @staticmethod
+    def _segments_of(messages: list[tuple[int, float]], around: dict[int, Turn]) -> dict[int, float]:
         """Each segment's score: the sum of its message hits' BM25."""
-        return self._sum_hits("SELECT id, segment_id FROM messages WHERE id", messages)
-
-    def _sum_hits(self, select: str, messages: list[tuple[int, float]]) -> dict[int, float]:
-        """Sum the hits' scores by the group `select` maps each hit to ((hit id, group) rows)."""
-        score = dict(messages)
         totals: dict[int, float] = {}
-        for message_id, group in self._rows_in(select, list(score)):
-            if group is not None:
-                totals[group] = totals.get(group, 0.0) + score[message_id]
+        for message_id, score in messages:
+            segment = around[message_id].segment_id
+            if segment is not None:
+                totals[segment] = totals.get(segment, 0.0) + score
         return totals
 
     def _rows_in(self, select: str, ids: list[int]) -> Iterator[tuple[Any, ...]]:
@@ -190,22 +200,14 @@ class Retrieval:
             chunk = ids[start:start + 500]
             yield from self.conn.execute(f"{select} IN ({','.join('?' * len(chunk))})", chunk)
 
-    def _window_members(self, view_ids: list[int]) -> dict[int, list[int]]:
-        return {view_id: json.loads(members) for view_id, members in
-                self._rows_in("SELECT id, message_ids FROM views WHERE id", view_ids)}
-
-    def _following(self, hits: list[int]) -> dict[int, int]:
+    @staticmethod
+    def _following(hits: list[int], around: dict[int, Turn]) -> dict[int, int]:
         """The next message in conversation order after each top hit: {next id: hit's rank}."""
-        self._load_rows(set(hits))
         following: dict[int, int] = {}
         for rank, hit in enumerate(hits, 1):
-            row = self.rows[hit]
-            nxt = self.conn.execute(
-                "SELECT id FROM messages WHERE session_id = ? AND (timestamp_ms > ? OR "
-                "(timestamp_ms = ? AND id > ?)) ORDER BY timestamp_ms, id LIMIT 1",
-                (row.session_id, row.timestamp_ms, row.timestamp_ms, row.id)).fetchone()
-            if nxt and nxt[0] not in following:
-                following[nxt[0]] = rank
+            nxt = around[hit].next_id
+            if nxt is not None and nxt not in following:
+                following[nxt] = rank
         return following
 
     def _load_rows(self, ids: Iterable[int]) -> None:
@@ -223,8 +225,8 @@ class Retrieval:
 
     # ---- ranking -------------------------------------------------------------------------
 
-    def _mixed_order(self, hits: list[tuple[int, float]], segments: dict[int, float],
-                     members_of: Callable[[int], list[int]]) -> list[int]:
+    def _mixed_order(self, hits: list[tuple[Any, float]], segments: dict[int, float],
+                     last_of: Callable[[Any], int]) -> list[Any]:
         """Order hits by their own BM25 plus, weighted, the BM25 of the segment they sit in:
         a turn in a conversation that is about the question is more likely its evidence.
         Scores are divided by each list's best so the two scales meet."""
@@ -234,8 +236,8 @@ class Retrieval:
         best_segment = max(segments.values(), default=0.0) or 1.0
         weight = self.config.weight("segment")
 
-        def mixed(hit: tuple[int, float]) -> float:
-            segment = self.rows[members_of(hit[0])[-1]].segment_id
+        def mixed(hit: tuple[Any, float]) -> float:
+            segment = self.rows[last_of(hit[0])].segment_id
             return hit[1] / best + weight * segments.get(segment, 0.0) / best_segment
 
         return [i for i, _ in sorted(hits, key=lambda h: (-mixed(h), h[0]))]
@@ -245,11 +247,11 @@ class Retrieval:
         found: dict[Key, tuple[Candidate, int]] = {}
         unranked = len(hits.message_order) + 1
         for rank, m in enumerate(hits.message_order, 1):
-            found[("message", m)] = (Candidate("message", m, (m,)), rank)
-        for rank, v in enumerate(hits.window_order, 1):
-            found[("window", v)] = (Candidate("window", v, tuple(hits.window_members[v])), rank)
+            found[("message", (m,))] = (Candidate("message", m, (m,)), rank)
+        for rank, w in enumerate(hits.window_order, 1):
+            found[("window", w)] = (Candidate("window", w[-1], w), rank)
         for m in [m for m, _ in hits.options] + list(hits.following):
-            found.setdefault(("message", m), (Candidate("message", m, (m,)), unranked))
+            found.setdefault(("message", (m,)), (Candidate("message", m, (m,)), unranked))
         return found
 
     def _facts(self, candidate: Candidate, base_rank: int, following: dict[int, int],

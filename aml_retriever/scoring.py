@@ -15,7 +15,7 @@ from aml_retriever.dates import covers
 from aml_retriever.features import Features
 from aml_retriever.query import QueryPlan
 
-Key = tuple[str, int]
+Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its messages
 
 
 class Evidence(Protocol):

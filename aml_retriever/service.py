@@ -19,7 +19,7 @@ from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
-from aml_retriever.views import WINDOW_SEPARATOR, NewMessage, ViewBuilder
+from aml_retriever.views import WINDOW_SEPARATOR, ViewBuilder, relink
 
 
 def iso_utc(ms: int) -> str:
@@ -40,7 +40,7 @@ class MemoryService:
              synchronous: str = "FULL") -> MemoryService:
         """A service over the store at `path` (created if absent): the in-process entry point."""
         retrieval = retrieval or RetrievalConfig()
-        return cls(Store(path, synchronous, retrieval.index_identity()), provenance, retrieval)
+        return cls(Store(path, synchronous, retrieval), provenance, retrieval)
 
     def close(self) -> None:
         self.store.close()
@@ -64,36 +64,40 @@ class MemoryService:
                         raise IdempotencyConflict("request_id was already used for a different "
                                                   "payload by this user", "request_id")
                     return self._added(request, prior[1], prior[2], replayed=True)
-                assigned = self._insert_messages(conn, request, received_ms)
+                assigned, first_id = self._insert_messages(conn, request, received_ms)
                 conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
-                             "timestamps_assigned, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                             "timestamps_assigned, created_ms, first_message_id) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)",
                              (request.request_id, payload_hash, request.session_id,
-                              len(request.messages), assigned, received_ms))
+                              len(request.messages), assigned, received_ms, first_id))
         return self._added(request, len(request.messages), assigned, replayed=False)
 
     def _insert_messages(self, conn: sqlite3.Connection, request: AddRequest,
-                         received_ms: int) -> int:
-        """Insert the messages with their features and index rows, derive their views, and move
-        the session cursor. Returns how many messages got the receive time."""
+                         received_ms: int) -> tuple[int, int]:
+        """Insert the messages with their features, links, segments and index rows, and move the
+        session cursor. Returns how many messages got the receive time, and the first id (the
+        messages take consecutive ids: the write lock is held)."""
         assigned = 0
         views = ViewBuilder(conn, self.retrieval)
-        last_id, times = 0, []
-        for position, message in enumerate(request.messages):
+        ids, times = [], []
+        for message in request.messages:
             timestamp = received_ms if message.timestamp_ms is None else message.timestamp_ms
             assigned += message.timestamp_ms is None
             features = extract(message.role, message.content, timestamp)
-            last_id = conn.execute(
+            place = views.place(request.session_id, timestamp)
+            message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
-                "request_id, position, features) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "segment_id, features, prev_id, next_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
-                 int(message.timestamp_ms is None), request.request_id, position,
-                 features.to_json())).lastrowid or 0
+                 int(message.timestamp_ms is None), place.segment_id, features.to_json(),
+                 place.prev_id, place.next_id)).lastrowid or 0
+            views.placed(message_id, place)
             if features.speaker:
                 conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            views.add(NewMessage(last_id, request.session_id, timestamp))
             terms = index_text(message.content)
             conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
-                         (last_id, terms.words, terms.grams))
+                         (message_id, terms.words, terms.grams))
+            ids.append(message_id)
             times.append(timestamp)
         open_segment = views.finish()[request.session_id]
         conn.execute(
@@ -102,9 +106,9 @@ class MemoryService:
             "message_count = message_count + excluded.message_count, "
             "first_ms = min(first_ms, excluded.first_ms), last_ms = max(last_ms, excluded.last_ms), "
             "last_message_id = excluded.last_message_id, open_segment_id = excluded.open_segment_id",
-            (request.session_id, len(request.messages), min(times), max(times), last_id,
+            (request.session_id, len(request.messages), min(times), max(times), ids[-1],
              open_segment))
-        return assigned
+        return assigned, ids[0]
 
     @staticmethod
     def _added(request: AddRequest, stored: int, assigned: int, replayed: bool) -> dict[str, Any]:
@@ -156,7 +160,7 @@ class MemoryService:
                     for table in removed:
                         removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                         conn.execute(f"DELETE FROM {table}")
-                    for table in ("speakers", "window_members", "removals"):
+                    for table in ("speakers", "removals"):
                         conn.execute(f"DELETE FROM {table}")
                     for index in INDEXES:
                         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
@@ -206,8 +210,11 @@ class MemoryService:
         return self._messages(user_id, f"id IN ({marks}) ORDER BY id", list(ids))
 
     def messages_of_request(self, user_id: str, request_id: str) -> list[dict[str, Any]]:
-        """The messages one Add stored, in the order it sent them."""
-        return self._messages(user_id, "request_id = ? ORDER BY position", [request_id])
+        """The messages one Add stored (and still holds), in the order it sent them."""
+        return self._messages(user_id, "id BETWEEN (SELECT first_message_id FROM requests WHERE "
+                                       "request_id = ?1) AND (SELECT first_message_id + stored - 1 "
+                                       "FROM requests WHERE request_id = ?1) ORDER BY id",
+                              [request_id])
 
     def messages_with_content(self, user_id: str, content: str) -> list[dict[str, Any]]:
         """The user's messages whose content is exactly `content`, oldest first."""
@@ -248,12 +255,12 @@ class MemoryService:
     def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],
                          reason: str) -> list[int]:
         marks = ",".join("?" * len(message_ids))
-        rows = conn.execute(f"SELECT id, session_id, content, request_id, features FROM messages "
+        rows = conn.execute(f"SELECT id, session_id, content, features FROM messages "
                             f"WHERE id IN ({marks}) ORDER BY id", list(message_ids)).fetchall()
         if not rows:
             return []
         removed_ms = int(time.time() * 1000)
-        for message_id, _, content, _, _ in rows:
+        for message_id, _, content, _ in rows:
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
                          "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
@@ -263,10 +270,11 @@ class MemoryService:
         conn.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
         # A request record whose messages are all gone is dropped, so sending the same statement
         # again stores it again instead of replaying a removed one.
-        conn.executemany("DELETE FROM requests WHERE request_id = ? AND NOT EXISTS "
-                         "(SELECT 1 FROM messages WHERE request_id = ?)",
-                         {(row[3], row[3]) for row in rows})
-        self._forget_speakers(conn, {Features.from_json(row[4]).speaker for row in rows} - {""})
+        conn.executemany("DELETE FROM requests WHERE first_message_id <= ?1 AND "
+                         "?1 < first_message_id + stored AND NOT EXISTS (SELECT 1 FROM messages "
+                         "WHERE id BETWEEN first_message_id AND first_message_id + stored - 1)",
+                         [(row[0],) for row in rows])
+        self._forget_speakers(conn, {Features.from_json(row[3]).speaker for row in rows} - {""})
         sessions = sorted({row[1] for row in rows})
         self._refresh_sessions(conn, sessions)
         self._rebuild_views(conn, sessions)
@@ -299,23 +307,23 @@ class MemoryService:
                              (count, first_ms, last_ms, last_id, session_id))
 
     def _rebuild_views(self, conn: sqlite3.Connection, sessions: list[str]) -> None:
-        """Derive the windows and segments of these sessions again from their messages (for
-        `forget`, the sessions it touched; for `reindex`, all of them)."""
-        # One statement each for any number of sessions: views has no index by session, so a
+        """Link the messages of these sessions in conversation order and derive their segments
+        again (for `forget`, the sessions it touched; for `reindex`, all of them)."""
+        # One statement for any number of sessions: views has no index by session, so a
         # statement per session would read the whole table once per session.
         chosen = "SELECT value FROM json_each(?)"
         listed = (json.dumps(sessions),)
-        conn.execute("DELETE FROM window_members WHERE view_id IN (SELECT id FROM views WHERE "
-                     f"session_id IN ({chosen}))", listed)
         conn.execute(f"DELETE FROM views WHERE session_id IN ({chosen})", listed)
         conn.execute(f"UPDATE sessions SET open_segment_id = NULL WHERE session_id IN ({chosen})",
                      listed)
         views = ViewBuilder(conn, self.retrieval)
         for session_id in sessions:
-            for message_id, timestamp in conn.execute(
-                    "SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
-                    "ORDER BY timestamp_ms, id", (session_id,)).fetchall():
-                views.add(NewMessage(message_id, session_id, timestamp))
+            ordered = conn.execute("SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
+                                   "ORDER BY timestamp_ms, id", (session_id,)).fetchall()
+            relink(conn, [message_id for message_id, _ in ordered])
+            conn.executemany("UPDATE messages SET segment_id = ? WHERE id = ?",
+                             [(views.join_segment(session_id, timestamp, message_id), message_id)
+                              for message_id, timestamp in ordered])
         for session_id, segment_id in views.finish().items():
             conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                          (segment_id, session_id))

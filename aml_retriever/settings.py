@@ -67,7 +67,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
     Setting("window_sizes", ",".join(map(str, _RETRIEVAL.window_sizes)), str,
-            "sliding window sizes in messages, comma-separated", changes_index=True),
+            "sliding window sizes in messages, comma-separated"),
     Setting("segment_gap_minutes", _RETRIEVAL.segment_gap_minutes, float,
             "a silence this long starts a new session segment", changes_index=True, minimum=0.0),
     Setting("segment_max_messages", _RETRIEVAL.segment_max_messages, int,

@@ -41,7 +41,10 @@ SIGNALS: tuple[Signal, ...] = (
 SIGNAL_NAMES = tuple(s.name for s in SIGNALS)
 DEFAULT_WEIGHTS = {s.name: s.weight for s in SIGNALS}
 # Settings that change the rows the index holds; a store remembers them and refuses others.
-INDEX_SETTINGS = ("window_sizes", "segment_gap_minutes", "segment_max_messages")
+INDEX_SETTINGS = ("segment_gap_minutes", "segment_max_messages")
+# Until schema 4 windows were stored rows and the identity named their sizes too; a store recorded
+# so for the same settings holds the same index once its window rows are gone (the upgrade).
+FORMER_INDEX_SETTINGS = ("window_sizes", *INDEX_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class RetrievalConfig:
     # 10k-message Search p50 of 2.0 / 2.4 / 3.0 / 4.4 / 8.4 ms; synthetic suites .739 at 20 vs
     # .738 at 30. Twice the default top_k keeps the ranking at a quarter less time.
     candidate_depth: int = 20
-    # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations).
+    # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations). Read
+    # from the conversation order at Search time, so changing them needs no reindex.
     window_sizes: tuple[int, ...] = (3,)
     # A session segment ends at a silence this long or at this many messages.
     segment_gap_minutes: float = 30.0
@@ -93,7 +97,7 @@ class RetrievalConfig:
     def lexical_only(cls) -> RetrievalConfig:
         return cls(weights={n: (1.0 if n == "lexical" else 0.0) for n in SIGNAL_NAMES})
 
-    def index_identity(self) -> str:
+    def index_identity(self, settings: tuple[str, ...] = INDEX_SETTINGS) -> str:
         """A short hash of the settings that shape the index (see INDEX_SETTINGS)."""
-        shape = {name: getattr(self, name) for name in INDEX_SETTINGS}
+        shape = {name: getattr(self, name) for name in settings}
         return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:8]

@@ -28,8 +28,15 @@ from pathlib import Path
 
 from aml_retriever import __version__
 from aml_retriever.errors import StoreError
-from aml_retriever.migrations import CATALOG_MIGRATIONS, SHARD_FORMAT, SHARD_MIGRATIONS, STORE_FORMAT
-from aml_retriever.signals import RetrievalConfig
+from aml_retriever.migrations import (
+    CATALOG_MIGRATIONS,
+    CATALOG_SCHEMA,
+    SHARD_FORMAT,
+    SHARD_MIGRATIONS,
+    SHARD_SCHEMA,
+    STORE_FORMAT,
+)
+from aml_retriever.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.tokenizer import FTS_TOKENIZE
 
 log = logging.getLogger("aml_retriever.store")
@@ -62,10 +69,12 @@ class Store:
     """A catalog file plus a directory of per-user shard files."""
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
-                 view_shape: str = "", reindexing: bool = False) -> None:
+                 retrieval: RetrievalConfig | None = None, reindexing: bool = False) -> None:
         # Absolute, so file URIs (read-only opens) work and a later chdir changes nothing.
         self.path = Path(os.path.abspath(path))
-        self.index_identity = index_identity(view_shape or RetrievalConfig().index_identity())
+        retrieval = retrieval or RetrievalConfig()
+        self.index_identity = index_identity(retrieval.index_identity())
+        self._former_identity = index_identity(retrieval.index_identity(FORMER_INDEX_SETTINGS))
         self._reindexing = reindexing
         self.shard_dir = Path(str(self.path) + ".users")
         self.synchronous = synchronous
@@ -86,7 +95,7 @@ class Store:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
-                self._migrate(conn, CATALOG_MIGRATIONS, STORE_FORMAT, "store")
+                self._migrate(conn, CATALOG_MIGRATIONS, CATALOG_SCHEMA, STORE_FORMAT, "store")
                 self._check_index_identity(conn)
             finally:
                 conn.close()
@@ -96,14 +105,17 @@ class Store:
 
     def _check_index_identity(self, conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
-        if row and row[0] != self.index_identity and not self._reindexing:
+        if row and row[0] == self._former_identity:
+            self.record_index_identity(conn)  # the same index, as recorded before schema 4
+        elif row and row[0] != self.index_identity and not self._reindexing:
             raise StoreError(f"{self.path} was indexed with other settings ({row[0]}; these "
                              f"settings make {self.index_identity}); run `reindex` to rebuild it "
                              "for these settings, or use the settings that wrote it", "db")
 
-    def _migrate(self, conn: sqlite3.Connection, migrations: tuple[str, ...], fmt: str,
-                 what: str) -> None:
-        """Bring a file to the latest schema, or refuse it if it is not ours or is newer."""
+    def _migrate(self, conn: sqlite3.Connection, migrations: tuple[str, ...], current: str,
+                 fmt: str, what: str) -> None:
+        """Make a new file from the `current` schema, bring an older one to it through the
+        migrations it has not had, or refuse a file that is not ours or is newer."""
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -117,8 +129,8 @@ class Store:
                 found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if not found or found[0] != fmt:
                     raise StoreError(f"{self.path} is not an aml_retriever {what}", "db")
-            for number in range(version, len(migrations)):
-                for statement in _statements(migrations[number]):
+            for script in [current] if version == 0 else migrations[version:]:
+                for statement in _statements(script):
                     conn.execute(statement)
             if version == 0:
                 conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
@@ -200,7 +212,7 @@ class Store:
             self._configure(conn)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version < len(SHARD_MIGRATIONS) and (create or version > 0):
-                self._migrate(conn, SHARD_MIGRATIONS, SHARD_FORMAT, "user file")
+                self._migrate(conn, SHARD_MIGRATIONS, SHARD_SCHEMA, SHARD_FORMAT, "user file")
             elif version == 0:
                 conn.close()  # created by a concurrent first Add that has not committed yet
                 return None

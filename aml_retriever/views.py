@@ -1,11 +1,13 @@
-"""Derived views, built at Add time inside the Add's transaction and linked to their sources.
+"""Derived views of a session's conversation, linked to their source messages.
 
-- `window`: for each new message, the window of `size` consecutive messages of its session that
-  ends at it (fewer at the start of a session, never just one). Windows span Add boundaries: the
-  predecessors are read from the session's stored order (timestamp, arrival). `window_members`
-  records which windows hold each message.
+- `window`: `size` consecutive messages of one session (fewer at the start of a session, never
+  just one), for every configured size, read at Search time from the conversation order: each
+  message links to the one before and after it in its session (timestamp, then arrival), so the
+  windows around a hit are a few steps along the links (`turns`) and need no rows of their own.
+  The links are set at Add time and kept right when a message arrives out of order or is
+  forgotten, so windows span Add boundaries and follow the conversation as it now stands.
 - `segment`: a run of a session's messages, closed by a silence longer than the configured gap or
-  by the size cap; each message records its segment.
+  by the size cap; stored in `views` with its members, and each message records its segment.
 
 Views are scored at Search time from the message hits they hold (see retrieval.py), so they need
 no full-text index of their own. A window's content is its messages' contents joined by newlines,
@@ -16,18 +18,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from aml_retriever.signals import RetrievalConfig
 
 WINDOW_SEPARATOR = "\n"
 
 
-@dataclass
-class NewMessage:
-    id: int
+@dataclass(frozen=True)
+class Placement:
+    """Where a new message goes in its session: its neighbours and its segment."""
+
     session_id: str
     timestamp_ms: int
+    prev_id: int | None
+    next_id: int | None
+    segment_id: int
 
 
 @dataclass
@@ -39,53 +47,71 @@ class _Segment:
 
 
 class ViewBuilder:
-    """Builds the views of one Add's messages; call `add` per message, then `finish`."""
+    """Places one Add's messages in their sessions: `place` before a message's row is written
+    (it gives the links and segment the row holds), `placed` after, then `finish` once. A
+    rebuild calls `join_segment` per message in conversation order instead (links: `relink`)."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
         self.conn = conn
         self.config = config
         self._segments: dict[int, _Segment] = {}
         self._open: dict[str, int | None] = {}
-        self._placed: list[tuple[int, int]] = []  # (segment id, message id), written by finish
+        # The last message of each session in conversation order, once known: an Add's messages
+        # usually come in order, and then each one's predecessor is the one before it.
+        self._tails: dict[str, tuple[int, int]] = {}
 
-    def add(self, message: NewMessage) -> None:
-        made: set[tuple[int, ...]] = set()
-        for size in sorted(self.config.window_sizes):
-            self._add_window(message, size, made)
-        self._join_segment(message)
+    def place(self, session_id: str, timestamp_ms: int) -> Placement:
+        prev_id, next_id = self._neighbours(session_id, timestamp_ms)
+        segment = self._segment_for(session_id, timestamp_ms)
+        return Placement(session_id, timestamp_ms, prev_id, next_id, segment.id)
 
-    def _add_window(self, message: NewMessage, size: int, made: set[tuple[int, ...]]) -> None:
-        """The window of `size` ending at the message; near a session's start, where a larger
-        size has no more predecessors than a smaller one, the same window is not made twice."""
-        previous = self.conn.execute(
-            "SELECT id, timestamp_ms FROM messages WHERE session_id = ? AND id != ? AND "
-            "(timestamp_ms < ? OR (timestamp_ms = ? AND id < ?)) "
-            "ORDER BY timestamp_ms DESC, id DESC LIMIT ?",
-            (message.session_id, message.id, message.timestamp_ms, message.timestamp_ms,
-             message.id, size - 1)).fetchall()
-        members = [row[0] for row in reversed(previous)] + [message.id]
-        if not previous or tuple(members) in made:
-            return
-        made.add(tuple(members))
-        view_id = self.conn.execute(
-            "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
-            "VALUES ('window', ?, ?, ?, ?)",
-            (message.session_id, json.dumps(members), previous[-1][1], message.timestamp_ms)
-        ).lastrowid
-        self.conn.executemany("INSERT INTO window_members (message_id, view_id) VALUES (?, ?)",
-                              [(m, view_id) for m in members])
+    def placed(self, message_id: int, placement: Placement) -> None:
+        """Link the new message's neighbours to it and add it to its segment (`place` chose)."""
+        if placement.prev_id is not None:
+            self.conn.execute("UPDATE messages SET next_id = ? WHERE id = ?",
+                              (message_id, placement.prev_id))
+        if placement.next_id is not None:
+            self.conn.execute("UPDATE messages SET prev_id = ? WHERE id = ?",
+                              (message_id, placement.next_id))
+        else:
+            self._tails[placement.session_id] = (message_id, placement.timestamp_ms)
+        self._join(self._segments[placement.segment_id], message_id, placement.timestamp_ms)
 
-    def _join_segment(self, message: NewMessage) -> None:
-        segment = self._open_segment(message.session_id)
+    def join_segment(self, session_id: str, timestamp_ms: int, message_id: int) -> int:
+        """Add a stored message to its session's segments (rebuilding them in conversation
+        order); returns its segment's id."""
+        segment = self._segment_for(session_id, timestamp_ms)
+        self._join(segment, message_id, timestamp_ms)
+        return segment.id
+
+    @staticmethod
+    def _join(segment: _Segment, message_id: int, timestamp_ms: int) -> None:
+        segment.members.append(message_id)
+        segment.end_ms = max(segment.end_ms, timestamp_ms)
+
+    def _neighbours(self, session_id: str, timestamp_ms: int) -> tuple[int | None, int | None]:
+        """The messages before and after a new one in conversation order. The new message has
+        the highest id yet, so it goes after every message of the same time."""
+        tail = self._tails.get(session_id)
+        if tail is not None and timestamp_ms >= tail[1]:
+            return tail[0], None
+        before = self.conn.execute(
+            "SELECT id FROM messages WHERE session_id = ? AND timestamp_ms <= ? "
+            "ORDER BY timestamp_ms DESC, id DESC LIMIT 1", (session_id, timestamp_ms)).fetchone()
+        after = self.conn.execute(
+            "SELECT id FROM messages WHERE session_id = ? AND timestamp_ms > ? "
+            "ORDER BY timestamp_ms, id LIMIT 1", (session_id, timestamp_ms)).fetchone()
+        return (before[0] if before else None), (after[0] if after else None)
+
+    def _segment_for(self, session_id: str, timestamp_ms: int) -> _Segment:
+        segment = self._open_segment(session_id)
         gap_ms = self.config.segment_gap_minutes * 60_000
-        if (segment is None or message.timestamp_ms - segment.end_ms > gap_ms
-                or message.timestamp_ms < segment.start_ms
+        if (segment is None or timestamp_ms - segment.end_ms > gap_ms
+                or timestamp_ms < segment.start_ms
                 or len(segment.members) >= self.config.segment_max_messages):
-            segment = self._new_segment(message)
-        segment.members.append(message.id)
-        segment.end_ms = max(segment.end_ms, message.timestamp_ms)
-        self._open[message.session_id] = segment.id
-        self._placed.append((segment.id, message.id))
+            segment = self._new_segment(session_id, timestamp_ms)
+        self._open[session_id] = segment.id
+        return segment
 
     def _open_segment(self, session_id: str) -> _Segment | None:
         if session_id not in self._open:
@@ -101,21 +127,87 @@ class ViewBuilder:
             self._segments[segment_id] = _Segment(segment_id, start_ms, end_ms, json.loads(members))
         return self._segments[segment_id]
 
-    def _new_segment(self, message: NewMessage) -> _Segment:
+    def _new_segment(self, session_id: str, timestamp_ms: int) -> _Segment:
         segment_id = self.conn.execute(
             "INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
-            "VALUES ('segment', ?, '[]', ?, ?)",
-            (message.session_id, message.timestamp_ms, message.timestamp_ms)).lastrowid
+            "VALUES ('segment', ?, '[]', ?, ?)", (session_id, timestamp_ms, timestamp_ms)).lastrowid
         assert segment_id is not None
-        segment = self._segments[segment_id] = _Segment(segment_id, message.timestamp_ms,
-                                                        message.timestamp_ms)
+        segment = self._segments[segment_id] = _Segment(segment_id, timestamp_ms, timestamp_ms)
         return segment
 
     def finish(self) -> dict[str, int | None]:
-        """Write each message's segment and every touched segment's members and span; returns
-        each session's open segment (for the session cursor)."""
-        self.conn.executemany("UPDATE messages SET segment_id = ? WHERE id = ?", self._placed)
+        """Write every touched segment's members and span; returns each session's open segment
+        (for the session cursor)."""
         for segment in self._segments.values():
             self.conn.execute("UPDATE views SET message_ids = ?, end_ms = ? WHERE id = ?",
                               (json.dumps(segment.members), segment.end_ms, segment.id))
         return self._open
+
+
+def relink(conn: sqlite3.Connection, ordered: list[int]) -> None:
+    """Link one session's messages, given in conversation order (rebuilding after a removal)."""
+    conn.executemany("UPDATE messages SET prev_id = ?, next_id = ? WHERE id = ?",
+                     [(ordered[i - 1] if i else None,
+                       ordered[i + 1] if i + 1 < len(ordered) else None, message_id)
+                      for i, message_id in enumerate(ordered)])
+
+
+class Turn(NamedTuple):
+    """Where a message sits in its conversation: the run of up to `reach` messages each side of
+    it in conversation order (fewer at the session's ends), its place in that run, its segment."""
+
+    run: tuple[int, ...]
+    at: int
+    segment_id: int | None
+
+    @property
+    def next_id(self) -> int | None:
+        return self.run[self.at + 1] if self.at + 1 < len(self.run) else None
+
+
+def turns(conn: sqlite3.Connection, ids: Collection[int], reach: int) -> dict[int, Turn]:
+    """The turns of these messages, each run read by following the links `reach` steps each way
+    in the same query (a join per step), so any number of messages costs one query."""
+    found: dict[int, Turn] = {}
+    listed = list(ids)
+    cut = 2 + reach
+    for start in range(0, len(listed), 500):  # below SQLite's variable limit
+        chunk = listed[start:start + 500]
+        for row in conn.execute(_turns_sql(reach, len(chunk)), chunk):
+            # A run ends at the first NULL: a session's end (no step joins past it).
+            before, after = row[2:cut], row[cut:]
+            if None in before:
+                before = before[:before.index(None)]
+            if None in after:
+                after = after[:after.index(None)]
+            found[row[0]] = Turn(before[::-1] + row[:1] + after, len(before), row[1])
+    return found
+
+
+def _turns_sql(reach: int, count: int) -> str:
+    """SELECT id, segment_id, the `reach` ids before it (nearest first), the `reach` after."""
+    columns, joins = ["h.id", "h.segment_id"], []
+    for link, alias in (("prev_id", "p"), ("next_id", "n")):
+        source = "h"
+        for step in range(1, reach + 1):
+            columns.append(f"{source}.{link}")
+            if step < reach:
+                joins.append(f"LEFT JOIN messages {alias}{step} ON {alias}{step}.id = {source}.{link}")
+                source = f"{alias}{step}"
+    return (f"SELECT {', '.join(columns)} FROM messages h {' '.join(joins)} "
+            f"WHERE h.id IN ({','.join('?' * count)})")
+
+
+def windows_around(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[int, ...]]:
+    """Every window of the given sizes that holds a hit, as its members in conversation order;
+    `hits` have runs of at least the largest size - 1 each side."""
+    found: set[tuple[int, ...]] = set()
+    for turn in hits.values():
+        run, at = turn.run, turn.at
+        for size in sizes:
+            # The windows ending at the hit or at one of the next size - 1 messages.
+            for end in range(at, min(at + size, len(run))):
+                window = run[max(0, end - size + 1):end + 1]
+                if len(window) > 1:
+                    found.add(window)
+    return found

@@ -74,17 +74,18 @@ def open_user(db: Path, user_id: str) -> sqlite3.Connection:
 def broken_adds(conn: sqlite3.Connection) -> list[str]:
     """Every way the file breaks "an Add is stored whole or not at all"; empty when it holds."""
     problems = []
-    requests = {rid: stored for rid, stored in conn.execute("SELECT request_id, stored FROM requests")}
-    positions: dict[str, list[int]] = {}
-    for rid, position in conn.execute("SELECT request_id, position FROM messages "
-                                      "ORDER BY request_id, position"):
-        positions.setdefault(rid, []).append(position)
-    for rid, stored in requests.items():
-        if positions.get(rid) != list(range(stored)):
-            problems.append(f"request {rid!r} records {stored} messages, file holds "
-                            f"positions {positions.get(rid)}")
-    problems += [f"messages of {rid!r} without a request record" for rid in positions
-                 if rid not in requests]
+    ids = {i for (i,) in conn.execute("SELECT id FROM messages")}
+    covered: set[int] = set()
+    for rid, first, stored in conn.execute("SELECT request_id, first_message_id, stored FROM requests"):
+        span = set(range(first, first + stored))
+        if span & covered:
+            problems.append(f"request {rid!r} claims messages another request claims")
+        covered |= span
+        if not span <= ids:
+            problems.append(f"request {rid!r} records {stored} messages from {first}, file holds "
+                            f"{sorted(span & ids)}")
+    if ids - covered:
+        problems.append(f"messages {sorted(ids - covered)} without a request record")
     for session_id, counted in conn.execute("SELECT session_id, message_count FROM sessions"):
         held = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?",
                             (session_id,)).fetchone()[0]
@@ -94,19 +95,33 @@ def broken_adds(conn: sqlite3.Connection) -> list[str]:
     cursors = {s for (s,) in conn.execute("SELECT session_id FROM sessions")}
     if sessions != cursors:
         problems.append("sessions with messages and session cursors differ")
-    ids = {i for (i,) in conn.execute("SELECT id FROM messages")}
     for (members,) in conn.execute("SELECT message_ids FROM views"):
         if not set(json.loads(members)) <= ids:
             problems.append("a view names messages that are not stored")
-    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "window_members" in tables and conn.execute(
-            "SELECT count(*) FROM window_members WHERE message_id NOT IN (SELECT id FROM messages) "
-            "OR view_id NOT IN (SELECT id FROM views)").fetchone()[0]:
-        problems.append("a window membership names a message or view that is not stored")
+    problems += broken_links(conn)
     indexed = conn.execute("SELECT count(*) FROM message_index").fetchone()[0]
     if indexed != len(ids):
         problems.append(f"message index has {indexed} rows for {len(ids)} messages")
     return problems
+
+
+def request_contents(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """Each recorded Add's messages, in the order it sent them (its consecutive ids)."""
+    return {rid: [c for (c,) in conn.execute("SELECT content FROM messages WHERE id BETWEEN ? AND ? "
+                                             "ORDER BY id", (first, first + stored - 1))]
+            for rid, first, stored in conn.execute(
+                "SELECT request_id, first_message_id, stored FROM requests").fetchall()}
+
+
+def broken_links(conn: sqlite3.Connection) -> list[str]:
+    """Where the messages' links differ from each session's conversation order (timestamp,
+    then arrival); empty when every link is right."""
+    expected = conn.execute(
+        "SELECT id, lag(id) OVER turns, lead(id) OVER turns FROM messages "
+        "WINDOW turns AS (PARTITION BY session_id ORDER BY timestamp_ms, id) ORDER BY id").fetchall()
+    held = conn.execute("SELECT id, prev_id, next_id FROM messages ORDER BY id").fetchall()
+    return [f"message {want[0]} links {got[1:]}, conversation order says {want[1:]}"
+            for want, got in zip(expected, held, strict=True) if want != got]
 
 
 def fts_tables(conn: sqlite3.Connection) -> list[str]:

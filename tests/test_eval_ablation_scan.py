@@ -96,16 +96,16 @@ def test_ranking_puts_points_that_drop_recall_last():
 
 def test_one_store_per_index_identity_serves_every_config(tmp_path):
     base = RetrievalConfig()
-    other = base.with_values(window_sizes=(2,))
+    other = base.with_values(segment_max_messages=8)
     assert other.index_identity() != base.index_identity()
     task = experiment.Task(experiment.Source("seed1", "classic", "tiny", "easy", 1),
-                           (("default", base), ("no-date", base.without("date")), ("w2", other)),
+                           (("default", base), ("no-date", base.without("date")), ("seg8", other)),
                            top_k=10, store_root=str(tmp_path), quiet=True)
     result = experiment.run_task(task)
     assert set(result["adds"]) == {base.index_identity(), other.index_identity()}
     assert sorted(p.parent.name for p in tmp_path.glob("*/aml.db")) == sorted(
         f"seed1-{c.index_identity()}" for c in (base, other))
-    assert set(result["configs"]) == {"default", "no-date", "w2"}
+    assert set(result["configs"]) == {"default", "no-date", "seg8"}
     assert result["configs"]["default"]["summary"]["groups"]["all"]["n"] > 0
 
 

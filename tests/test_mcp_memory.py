@@ -10,9 +10,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from old_schema import write_old_user
 from reliability_support import open_user, store_bytes
 
-from aml_retriever import store as store_module
 from aml_retriever.errors import InvalidField, NotFound
 from aml_retriever.migrations import SHARD_MIGRATIONS
 from aml_retriever.scopes import (
@@ -286,8 +286,7 @@ def derived_state(conn: sqlite3.Connection) -> dict[str, object]:
     return {
         "vocab": conn.execute("SELECT term, doc, cnt FROM temp.vocab ORDER BY term").fetchall(),
         "views": sorted(views.values()),
-        "members": sorted((m, views[v]) for m, v in conn.execute(
-            "SELECT message_id, view_id FROM window_members")),
+        "links": conn.execute("SELECT id, prev_id, next_id FROM messages ORDER BY id").fetchall(),
         "segments": sorted((m, views[s]) for m, s in conn.execute(
             "SELECT id, segment_id FROM messages")),
         "open": sorted((s, views[o]) for s, o in conn.execute(
@@ -330,14 +329,10 @@ def test_forget_of_a_whole_session_and_request_drops_their_records(tmp_path):
     service.close()
 
 
-def test_a_store_written_before_the_removal_record_upgrades_on_open(tmp_path, monkeypatch):
+def test_a_store_written_before_the_removal_record_upgrades_on_open(tmp_path):
     paths = {"local": tmp_path / "p" / ".aml" / "memory.db", "global": tmp_path / "g" / "memory.db"}
-    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS[:1])
-    old = ScopedMemory(paths)
-    old.remember("Written by the previous version.")
-    assert shard(old, "local").execute("PRAGMA user_version").fetchone()[0] == 1
-    old.close()
-    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS)
+    write_old_user(paths["local"], MEMORY_USER, 1, [
+        ("an-old-request", "an-old-session", [("user", "Written by the previous version.", 0)])])
     current = ScopedMemory(paths)
     try:
         assert ids(current.recall("previous version")["results"]) == ["local:1"]
@@ -345,6 +340,7 @@ def test_a_store_written_before_the_removal_record_upgrades_on_open(tmp_path, mo
             SHARD_MIGRATIONS)
         current.forget("local:1")
         assert shard(current, "local").execute("SELECT count(*) FROM removals").fetchone()[0] == 1
+        assert current.recall("previous version")["results"] == []
     finally:
         current.close()
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from reliability_support import ServerProcess, broken_adds, integrity, open_user, user_file
+from reliability_support import ServerProcess, broken_adds, integrity, open_user, request_contents, user_file
 
 CYCLES = max(20, int(os.environ.get("AML_CRASH_CYCLES", "20")))
 CLIENTS = 4
@@ -117,10 +117,7 @@ def verify_files(db: Path, ledger: Ledger, check_fts: bool) -> None:
             if check_fts:
                 assert integrity(conn) == []
             assert broken_adds(conn) == []
-            stored = {rid: [] for (rid,) in conn.execute("SELECT request_id FROM requests")}
-            for rid, content in conn.execute("SELECT request_id, content FROM messages "
-                                             "ORDER BY request_id, position"):
-                stored[rid].append(content)
+            stored = request_contents(conn)
         finally:
             conn.close()
         mine = {rid: add.contents for (owner, rid), add in ledger.acknowledged.items() if owner == user}

@@ -20,7 +20,7 @@ import pytest
 from conftest import Client, start_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import broken_adds, integrity, open_user, store_bytes, user_file
+from reliability_support import broken_adds, integrity, open_user, request_contents, store_bytes, user_file
 
 VOCABULARY = ("harbor", "lantern", "orchard", "violin", "glacier", "pepper", "compass", "meadow",
               "北京", "咖啡", "Zürich", "café")
@@ -183,10 +183,8 @@ def test_delete_racing_adds_and_searches_leaves_adds_whole_and_then_nothing(make
     conn = open_user(db, "racer")
     try:
         assert broken_adds(conn) == [] and integrity(conn) == []
-        for rid, stored in conn.execute("SELECT request_id, stored FROM requests"):
-            held = [c for (c,) in conn.execute("SELECT content FROM messages WHERE request_id = ? "
-                                               "ORDER BY position", (rid,))]
-            assert held == sent[rid] and stored == 3  # every surviving Add is whole
+        for rid, held in request_contents(conn).items():
+            assert held == sent[rid]  # every surviving Add is whole
     finally:
         conn.close()
 

@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 from conftest import Client, saturated
-from reliability_support import ROOT, broken_adds, open_user, user_file
+from reliability_support import ROOT, broken_adds, open_user, request_contents, user_file
 
 spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
 assert spec and spec.loader
@@ -39,8 +39,7 @@ def test_mixed_load_loses_no_write_stores_none_twice_and_answers_no_5xx(make_app
         expected[user] += messages
         conn = open_user(app.store.path, user)
         try:
-            assert conn.execute("SELECT count(*) FROM messages WHERE request_id = ?",
-                                (request_id,)).fetchone()[0] == messages
+            assert len(request_contents(conn)[request_id]) == messages
         finally:
             conn.close()
     for user, messages in expected.items():

@@ -6,11 +6,14 @@ import sqlite3
 import threading
 
 import pytest
+from old_schema import LAST_WITH_WINDOW_ROWS, write_old_user
+from reliability_support import broken_adds, integrity, open_user
 
 from aml_retriever import store as store_module
 from aml_retriever.errors import StoreError
-from aml_retriever.migrations import SHARD_MIGRATIONS
+from aml_retriever.migrations import CATALOG_MIGRATIONS, CATALOG_SCHEMA, SHARD_MIGRATIONS, SHARD_SCHEMA
 from aml_retriever.service import MemoryService
+from aml_retriever.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.store import Store
 from aml_retriever.validation import AddRequest, Message, SearchRequest
 
@@ -206,22 +209,90 @@ def test_a_relative_store_path_works_for_every_operation(tmp_path, monkeypatch):
     service.close()
 
 
-def test_a_user_file_of_an_earlier_version_upgrades_on_open_and_keeps_answering(tmp_path, monkeypatch):
-    path = str(tmp_path / "aml.db")
-    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS[:2])
-    old = MemoryService.open(path)
-    old.add(AddRequest("r1", "alice", "s1", (Message("user", "the segment index goes", None),)))
-    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'messages_by_segment'"
-    with old.store.connection("alice", create=False) as conn:
-        assert conn.execute(indexes).fetchall() == [("messages_by_segment",)]  # control
+T0 = 1_700_000_000_000
+OLD_ADDS = [
+    ("r1", "s1", [("user", "Which band did you see in Lisbon?", T0),
+                  ("assistant", "Radiohead, at the arena.", T0 + 60_000)]),
+    ("r2", "s2", [("user", "an unrelated note about gardening", T0)]),
+    # Sent late, but said between the two turns of r1: the conversation order puts it there.
+    ("r3", "s1", [("user", "The tickets were a birthday gift.", T0 + 30_000)]),
+]
+
+
+@pytest.mark.parametrize("version", [1, 2, LAST_WITH_WINDOW_ROWS])
+def test_a_user_file_of_an_earlier_version_upgrades_on_open_and_keeps_answering(tmp_path, version):
+    db = tmp_path / "aml.db"
+    write_old_user(db, "alice", version, OLD_ADDS)
+    old = open_user(db, "alice")
+    assert old.execute("SELECT count(*) FROM window_members").fetchone()[0] == 4  # control
     old.close()
-    monkeypatch.setattr(store_module, "SHARD_MIGRATIONS", SHARD_MIGRATIONS)
-    current = MemoryService.open(path)
+    current = MemoryService.open(str(db))
     try:
-        found = current.search(SearchRequest("segment index", "alice", 5, (), None))["data"]
-        assert [r["content"] for r in found] == ["the segment index goes"]
-        with current.store.connection("alice", create=False) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS)
-            assert conn.execute(indexes).fetchall() == []
+        found = current.search(SearchRequest("band Lisbon Radiohead", "alice", 5, (), None))["data"]
+        assert found[0]["content"] == ("Which band did you see in Lisbon?\nThe tickets were a "
+                                       "birthday gift.\nRadiohead, at the arena.")
+        assert found[0]["id"] == "w2-1-4-2"
+        assert [m["content"] for m in current.messages_of_request("alice", "r1")] == [
+            "Which band did you see in Lisbon?", "Radiohead, at the arena."]
+        assert [m["id"] for m in current.messages_of_request("alice", "r3")] == ["m4"]
+        current.add(AddRequest("r4", "alice", "s1", (Message("user", "Great show.", T0 + 90_000),)))
+        conn = open_user(db, "alice")
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS)
+        assert broken_adds(conn) == [] and integrity(conn) == []
+        assert conn.execute("SELECT prev_id FROM messages WHERE id = 5").fetchone() == (2,)
+        names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert not names & {"window_members", "messages_by_request", "messages_by_segment"}
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+        assert not columns & {"request_id", "position"}
+        assert {kind for (kind,) in conn.execute("SELECT kind FROM views")} == {"segment"}
+        conn.close()
     finally:
         current.close()
+
+
+def test_a_store_recorded_with_window_sizes_in_its_identity_opens_when_they_match(tmp_path):
+    db = tmp_path / "aml.db"
+    MemoryService.open(str(db)).close()
+
+    def record(config: RetrievalConfig) -> None:
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (
+            store_module.index_identity(config.index_identity(FORMER_INDEX_SETTINGS)),))
+        conn.close()
+
+    record(RetrievalConfig().with_values(window_sizes=(2,)))
+    with pytest.raises(StoreError, match="run `reindex`"):  # control: other sizes, not taken
+        MemoryService.open(str(db))
+    record(RetrievalConfig())
+    MemoryService.open(str(db)).close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone() == (
+        store_module.index_identity(RetrievalConfig().index_identity()),)
+    conn.close()
+
+
+def schema_shape(conn: sqlite3.Connection) -> dict[str, object]:
+    """Every table, column, index and full-text definition of a file, as SQLite reports them."""
+    objects = conn.execute("SELECT type, name, tbl_name FROM sqlite_master ORDER BY name").fetchall()
+    return {
+        "objects": objects,
+        "columns": {name: conn.execute(f"PRAGMA table_xinfo('{name}')").fetchall()
+                    for kind, name, _ in objects if kind == "table"},
+        "indexes": {name: (conn.execute(f"PRAGMA index_list('{name}')").fetchall(),
+                           [conn.execute(f"PRAGMA index_xinfo('{index[1]}')").fetchall()
+                            for index in conn.execute(f"PRAGMA index_list('{name}')")])
+                    for kind, name, _ in objects if kind == "table"},
+        "virtual": [" ".join(sql.split()) for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL%'")],
+    }
+
+
+@pytest.mark.parametrize(("schema", "migrations"), [(SHARD_SCHEMA, SHARD_MIGRATIONS),
+                                                    (CATALOG_SCHEMA, CATALOG_MIGRATIONS)])
+def test_a_new_file_gets_the_schema_every_migration_together_makes(schema, migrations):
+    fresh, migrated = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    fresh.executescript(schema)
+    for script in migrations:
+        migrated.executescript(script)
+    assert schema_shape(fresh) == schema_shape(migrated)
+    assert len(schema_shape(fresh)["objects"]) > 1  # control: there is a schema to compare

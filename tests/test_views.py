@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
-from reliability_support import open_user
+from reliability_support import broken_links, open_user
 
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.validation import AddRequest, Message
+from aml_retriever.views import turns, windows_around
 
 MINUTE = 60_000
 
@@ -34,11 +35,42 @@ def views(svc, kind):
         "SELECT message_ids FROM views WHERE kind = ? ORDER BY id", (kind,))]
 
 
+def windows(svc, hits, sizes=(2, 3)):
+    around = turns(open_user(svc.store.path, "u"), hits, max(sizes) - 1)
+    return sorted(windows_around(around, sizes))
+
+
 def test_windows_span_add_boundaries_in_conversation_order(svc):
     add(svc, "r1", "s", (0, "one"), (MINUTE, "two"))
     add(svc, "r2", "s", (2 * MINUTE, "three"))
     add(svc, "r3", "other", (3 * MINUTE, "elsewhere"))
-    assert views(svc, "window") == [[1, 2], [2, 3], [1, 2, 3]]
+    assert windows(svc, [1]) == [(1, 2), (1, 2, 3)]
+    assert windows(svc, [3]) == [(1, 2, 3), (2, 3)]
+    assert windows(svc, [1, 2, 3, 4]) == [(1, 2), (1, 2, 3), (2, 3)]  # never one message alone
+    assert windows(svc, [2], sizes=(3,)) == [(1, 2), (1, 2, 3)]  # fewer at the session's start
+    assert windows(svc, [4]) == []  # a session of one message has no window
+
+
+def test_windows_follow_the_conversation_when_a_message_arrives_late(svc):
+    add(svc, "r1", "s", (0, "one"), (2 * MINUTE, "three"), (3 * MINUTE, "four"))
+    add(svc, "r2", "s", (MINUTE, "two, sent late"))  # id 4, said between one and three
+    add(svc, "r3", "s", (3 * MINUTE, "five, at the same minute as four"))  # id 5: after 3
+    assert windows(svc, [4], sizes=(3,)) == [(1, 4), (1, 4, 2), (4, 2, 3)]
+    assert windows(svc, [5], sizes=(2,)) == [(3, 5)]
+    assert broken_links(open_user(svc.store.path, "u")) == []
+
+
+def test_forget_and_reindex_keep_every_link_in_conversation_order(svc):
+    add(svc, "r1", "s", (0, "one"), (MINUTE, "two"), (2 * MINUTE, "three"), (3 * MINUTE, "four"))
+    add(svc, "r2", "t", (0, "elsewhere"), (MINUTE, "and on"))
+    add(svc, "r3", "s", (MINUTE // 2, "between one and two"))
+    svc.forget("u", [2, 5], "forget")
+    conn = open_user(svc.store.path, "u")
+    assert broken_links(conn) == []
+    assert windows(svc, [7], sizes=(3,)) == [(1, 7), (1, 7, 3), (7, 3, 4)]
+    assert windows(svc, [6]) == []  # its session is down to one message
+    svc.reindex()
+    assert broken_links(conn) == []
 
 
 def test_segments_split_at_a_silence_and_at_the_size_cap(svc):
@@ -48,15 +80,6 @@ def test_segments_split_at_a_silence_and_at_the_size_cap(svc):
     assert views(svc, "segment") == [[1, 2, 3, 4], [5], [6]]
     conn = open_user(svc.store.path, "u")
     assert conn.execute("SELECT open_segment_id FROM sessions").fetchone()[0] is not None
-
-
-def test_window_members_link_every_window_to_its_messages(svc):
-    add(svc, "r1", "s", (0, "one"), (MINUTE, "two"), (2 * MINUTE, "three"))
-    conn = open_user(svc.store.path, "u")
-    members = conn.execute("SELECT message_id, view_id FROM window_members ORDER BY view_id, "
-                           "message_id").fetchall()
-    windows = conn.execute("SELECT id, message_ids FROM views WHERE kind = 'window' ORDER BY id")
-    assert members == [(m, view_id) for view_id, ids in windows for m in sorted(json.loads(ids))]
 
 
 def test_windows_are_results_with_their_sources(svc):
@@ -77,16 +100,32 @@ def test_reindex_rebuilds_views_and_index_for_new_settings(tmp_path, capsys):
     from aml_retriever.validation import SearchRequest
 
     db = str(tmp_path / "aml.db")
-    old = MemoryService.open(db, retrieval=RetrievalConfig().with_values(window_sizes=(2,)))
+    old = MemoryService.open(db, retrieval=RetrievalConfig().with_values(segment_max_messages=2))
     add(old, "r1", "s", (0, "Which band did you see?"), (MINUTE, "Radiohead, in Lisbon."),
         (2 * MINUTE, "Great show"))
+    assert views(old, "segment") == [[1, 2], [3]]
     old.close()
     with pytest.raises(StoreError, match="run `reindex`"):
-        MemoryService.open(db)  # the default settings make other windows: refused, not mixed
+        MemoryService.open(db)  # the default settings make other segments: refused, not mixed
     assert main(["reindex", "--db", db]) == 0
     assert '"messages": 3' in capsys.readouterr().out
     new = MemoryService.open(db)
-    assert views(new, "window") == [[1, 2], [1, 2, 3]]
+    assert views(new, "segment") == [[1, 2, 3]]
     data = new.search(SearchRequest("Radiohead", "u", 5, (), None))["data"]
     assert "Radiohead, in Lisbon." in data[0]["content"]
     new.close()
+
+
+def test_window_sizes_are_read_at_search_time_and_need_no_reindex(tmp_path):
+    from aml_retriever.validation import SearchRequest
+
+    db = str(tmp_path / "aml.db")
+    first = MemoryService.open(db)
+    add(first, "r1", "s", (0, "Which band?"), (MINUTE, "Radiohead."), (2 * MINUTE, "Where?"),
+        (3 * MINUTE, "In Lisbon."))
+    first.close()
+    wide = MemoryService.open(db, retrieval=RetrievalConfig(weights={"lexical": 1.0, "window": 2.0},
+                                                            window_sizes=(4,)))
+    top = wide.search(SearchRequest("band Lisbon", "u", 5, (), None))["data"][0]
+    assert top["source_message_ids"] == ["m1", "m2", "m3", "m4"]
+    wide.close()

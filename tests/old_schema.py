@@ -1,0 +1,81 @@
+"""User files as earlier schema versions wrote them, for the upgrade tests: the tables their
+migrations made and the rows their Add wrote, so an upgrade is tested on what a store in use holds."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from reliability_support import user_file
+
+from aml_retriever.features import extract
+from aml_retriever.migrations import SHARD_FORMAT, SHARD_MIGRATIONS
+from aml_retriever.store import Store
+from aml_retriever.tokenizer import index_text
+
+# An Add as the tests write it: (request id, session id, [(role, content, timestamp ms)]).
+OldAdd = tuple[str, str, list[tuple[str, str, int]]]
+# Schema 4 read windows from the conversation order; before it, each was a row.
+LAST_WITH_WINDOW_ROWS = 3
+
+
+def write_old_user(db: Path, user_id: str, version: int, adds: list[OldAdd]) -> None:
+    """A store whose one user file is at schema `version` (1 to 3), holding `adds` as that
+    version's Add stored them: every message with its request id and place, a window of three
+    ending at each message (with its member links), one segment per session."""
+    assert 1 <= version <= LAST_WITH_WINDOW_ROWS
+    Store(db).close()  # the catalog, unchanged since
+    path = user_file(db, user_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for script in SHARD_MIGRATIONS[:version]:
+        conn.executescript(script)
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     [("format", SHARD_FORMAT), ("created_by", "0.1.0")])
+    for request_id, session_id, messages in adds:
+        ids = [_add_message(conn, request_id, session_id, position, message)
+               for position, message in enumerate(messages)]
+        conn.execute("INSERT INTO requests VALUES (?, 'hash', ?, ?, 0, 0)",
+                     (request_id, session_id, len(ids)))
+        conn.execute("INSERT INTO sessions VALUES (?, ?, 0, 0, ?, NULL) ON CONFLICT (session_id) "
+                     "DO UPDATE SET message_count = message_count + excluded.message_count, "
+                     "last_message_id = excluded.last_message_id", (session_id, len(ids), ids[-1]))
+    for (session_id,) in conn.execute("SELECT session_id FROM sessions").fetchall():
+        members = [i for (i,) in conn.execute("SELECT id FROM messages WHERE session_id = ? "
+                                              "ORDER BY timestamp_ms, id", (session_id,))]
+        segment = conn.execute("INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
+                               "VALUES ('segment', ?, ?, 0, 0)",
+                               (session_id, json.dumps(members))).lastrowid
+        conn.execute("UPDATE messages SET segment_id = ? WHERE session_id = ?", (segment, session_id))
+        conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
+                     (segment, session_id))
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _add_message(conn: sqlite3.Connection, request_id: str, session_id: str, position: int,
+                 message: tuple[str, str, int]) -> int:
+    role, content, timestamp = message
+    features = extract(role, content, timestamp)
+    message_id = conn.execute(
+        "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
+        "request_id, position, features) VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
+        (session_id, role, content, timestamp, request_id, position, features.to_json())).lastrowid
+    assert message_id is not None
+    if features.speaker:
+        conn.execute("INSERT OR IGNORE INTO speakers VALUES (?)", (features.speaker,))
+    terms = index_text(content)
+    conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
+                 (message_id, terms.words, terms.grams))
+    order = [i for (i,) in conn.execute("SELECT id FROM messages WHERE session_id = ? "
+                                        "ORDER BY timestamp_ms, id", (session_id,))]
+    at = order.index(message_id)
+    window = order[max(0, at - 2):at + 1]
+    if len(window) > 1:
+        view = conn.execute("INSERT INTO views (kind, session_id, message_ids, start_ms, end_ms) "
+                            "VALUES ('window', ?, ?, 0, 0)", (session_id, json.dumps(window))).lastrowid
+        conn.executemany("INSERT INTO window_members VALUES (?, ?)", [(m, view) for m in window])
+    return message_id
