@@ -9,7 +9,7 @@ What it does
    own, one file per user, in WAL mode, one transaction per Add, at each `--synchronous` level
    (default FULL, the server's default, and NORMAL):
    - service: in-process `MemoryService.add`: validation hash, idempotency record, features,
-     dates, windows, segments, index terms, session cursor; everything an Add does;
+     dates, conversation links, segments, index terms, session cursor; everything an Add does;
    - bare (the floor the target is judged against): INSERT of the rows (session_id, role,
      content, timestamp) into a plain table;
    - searchable: the bare rows plus one row per message in a contentless FTS5 index of the
@@ -247,7 +247,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"- {p['adds']:,} timed Adds of {ADD_SIZE} messages ({report['messages']:,} messages) per "
         f"path and level, {p['users']} users round-robin, one file per user, WAL, one "
         f"transaction per Add; paths interleaved in blocks of {p['block']} Adds",
-        "- service: in-process `MemoryService.add` (features, dates, windows, segments, index "
+        "- service: in-process `MemoryService.add` (features, dates, links, segments, index "
         "terms, idempotency record); bare: INSERT of (session_id, role, content, timestamp) into "
         "a plain table; searchable: bare + a contentless FTS5 row of the content",
         "",

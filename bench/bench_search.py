@@ -261,13 +261,13 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "## Measured users",
         "",
-        "| messages | store messages | sessions | windows | segments | file MB | build s | msg/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| messages | store messages | sessions | segments | file MB | build s | msg/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size in p["sizes"]:
         shape, build = report["stores"][str(size)], report["build"]["users"][str(size)]
         lines.append(f"| {shape['messages']:,} | {total['messages']:,} | {shape['sessions']:,} | "
-                     f"{shape.get('windows', 0):,} | {shape.get('segments', 0):,} | "
+                     f"{shape.get('segments', 0):,} | "
                      f"{shape['file_bytes'] / 1e6:,.1f} | {_build_cell(build)} | "
                      f"{build['messages_per_second']:,} |")
     lines += ["", "## Latency (ms)", "",

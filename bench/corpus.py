@@ -418,7 +418,7 @@ CORPUS_FORMAT = "bench-corpus-v1"
 # The modules whose source shapes the rows an Add writes (schema, index terms, features, views):
 # with the index identity they make the write identity a kept store records, so a store written
 # by other code is rebuilt instead of measured as if it were current.
-WRITE_MODULES = ("migrations", "tokenizer", "features", "dates", "views")
+WRITE_MODULES = ("migrations", "tokenizer", "features", "dates", "views", "service")
 # Building is set-up, not the thing measured: written crash-safe, not power-safe.
 BUILD_SYNCHRONOUS = "NORMAL"
 # A checkpoint every this many Adds keeps a big user's WAL from growing to hundreds of MB (the
