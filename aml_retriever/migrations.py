@@ -28,9 +28,8 @@ CATALOG_MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-SHARD_SCHEMA = f"""
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-
+# The messages table and its order index as they are now (SHARD_SCHEMA and migration 4 make them).
+_MESSAGES_TABLE = """
 -- Every original message, byte for byte. The id is the arrival order and is never reused
 -- (AUTOINCREMENT), so a result id stays unique for the life of the store.
 CREATE TABLE messages (
@@ -46,9 +45,15 @@ CREATE TABLE messages (
     -- session's ends: a Search reads the windows around a hit along them (views.py).
     prev_id INTEGER,
     next_id INTEGER
-);
--- The conversation order of a session across Adds: (timestamp, arrival).
-CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);
+);"""
+# The conversation order of a session across Adds: (timestamp, arrival).
+_MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
+
+SHARD_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+{_MESSAGES_TABLE}
+{_MESSAGES_BY_SESSION}
 -- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
 -- reads a handful of names instead of scanning every message's.
 CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -198,25 +203,27 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     # and member links (~110 bytes a message) go; each message instead links to its neighbours in
     # its session's order (timestamp, arrival). An Add's messages take consecutive ids in one
     # transaction, so its request records the first id and finds them as a range: the request id
-    # and place kept on every message, and their index (~60 bytes a message), go too.
-    """
+    # and place kept on every message, and their index (~60 bytes a message), go too. The
+    # messages table is copied into its new shape (rather than altered column by column, which
+    # older SQLite cannot do), keeping every id and the id sequence, so no id is ever reused.
+    f"""
     DROP TABLE window_members;
     DELETE FROM views WHERE kind = 'window';
-    ALTER TABLE messages ADD COLUMN prev_id INTEGER;  -- the message before it in its session
-    ALTER TABLE messages ADD COLUMN next_id INTEGER;  -- the message after it
-    WITH turns AS (
-        SELECT id, lag(id) OVER conversation AS before, lead(id) OVER conversation AS after
-        FROM messages WINDOW conversation AS (PARTITION BY session_id ORDER BY timestamp_ms, id)
-    )
-    UPDATE messages SET prev_id = turns.before, next_id = turns.after
-    FROM turns WHERE messages.id = turns.id;
-    -- The Add's messages are ids first_message_id .. first_message_id + stored - 1 (a forgotten
-    -- one leaves a gap; a request whose messages are all forgotten is dropped).
     ALTER TABLE requests ADD COLUMN first_message_id INTEGER NOT NULL DEFAULT 0;
     UPDATE requests SET first_message_id = coalesce((SELECT min(id - position) FROM messages
                                                      WHERE messages.request_id = requests.request_id), 0);
-    DROP INDEX messages_by_request;
-    ALTER TABLE messages DROP COLUMN request_id;
-    ALTER TABLE messages DROP COLUMN position;
+{_MESSAGES_TABLE.replace("CREATE TABLE messages (", "CREATE TABLE messages_v4 (")}
+    INSERT INTO messages_v4 (id, session_id, role, content, timestamp_ms, timestamp_assigned,
+                             segment_id, features, prev_id, next_id)
+    SELECT id, session_id, role, content, timestamp_ms, timestamp_assigned, segment_id, features,
+           lag(id) OVER conversation, lead(id) OVER conversation
+    FROM messages WINDOW conversation AS (PARTITION BY session_id ORDER BY timestamp_ms, id);
+    -- The old table's sequence is at least its largest id (the copy's may be less: a forgotten
+    -- last message); it moves to the copy, and the rename takes it along.
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v4';
+    UPDATE sqlite_sequence SET name = 'messages_v4' WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v4 RENAME TO messages;
+    {_MESSAGES_BY_SESSION}
     """,
 )

@@ -296,3 +296,17 @@ def test_a_new_file_gets_the_schema_every_migration_together_makes(schema, migra
         migrated.executescript(script)
     assert schema_shape(fresh) == schema_shape(migrated)
     assert len(schema_shape(fresh)["objects"]) > 1  # control: there is a schema to compare
+
+
+def test_the_upgrade_keeps_the_id_sequence_so_a_forgotten_id_is_never_reused(tmp_path):
+    db = tmp_path / "aml.db"
+    write_old_user(db, "alice", LAST_WITH_WINDOW_ROWS, OLD_ADDS[:1])
+    old = open_user(db, "alice")
+    old.execute("UPDATE sqlite_sequence SET seq = 40 WHERE name = 'messages'")  # 3..40 forgotten
+    old.close()
+    current = MemoryService.open(str(db))
+    try:
+        current.add(AddRequest("r9", "alice", "s1", (Message("user", "after the upgrade", None),)))
+        assert [m["id"] for m in current.messages_of_request("alice", "r9")] == ["m41"]
+    finally:
+        current.close()
