@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reliability_support import broken_links, open_user
 
 from aml_retriever.service import MemoryService
@@ -129,3 +131,36 @@ def test_window_sizes_are_read_at_search_time_and_need_no_reindex(tmp_path):
     top = wide.search(SearchRequest("band Lisbon", "u", 5, (), None))["data"][0]
     assert top["source_message_ids"] == ["m1", "m2", "m3", "m4"]
     wide.close()
+
+
+# An Add as the property test draws it: (session, [minutes of its messages]), then forgets.
+_adds = st.lists(st.tuples(st.sampled_from(["s", "t"]),
+                           st.lists(st.integers(0, 6), min_size=1, max_size=4)),
+                 min_size=1, max_size=8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(adds=_adds, forgets=st.lists(st.integers(1, 32), max_size=4))
+def test_links_follow_conversation_order_after_any_adds_and_forgets(tmp_path_factory, adds, forgets):
+    """Late messages, equal times and several Adds per session: every link is where the
+    conversation order (time, then arrival) puts it, and every window is consecutive in it."""
+    config = RetrievalConfig().with_values(window_sizes=(2, 3))
+    svc = MemoryService.open(str(tmp_path_factory.mktemp("links") / "aml.db"), retrieval=config,
+                             synchronous="OFF")
+    try:
+        for n, (session, minutes) in enumerate(adds):
+            add(svc, f"r{n}", session, *((m * MINUTE, f"turn {n}.{i}") for i, m in enumerate(minutes)))
+        if forgets:
+            svc.forget("u", forgets, "forget")
+        conn = open_user(svc.store.path, "u")
+        assert broken_links(conn) == []
+        order = {}
+        for session in ("s", "t"):
+            order[session] = [i for (i,) in conn.execute(
+                "SELECT id FROM messages WHERE session_id = ? ORDER BY timestamp_ms, id", (session,))]
+        runs = {tuple(ids[i:i + size]) for ids in order.values() for size in (2, 3)
+                for i in range(len(ids) - 1)}
+        ids = [i for ids in order.values() for i in ids]
+        assert set(windows(svc, ids)) == {r for r in runs if len(r) > 1}
+    finally:
+        svc.close()
