@@ -164,7 +164,7 @@ class MemoryService:
                         conn.execute(f"DELETE FROM {table}")
                     for index in INDEXES:
                         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-                self.store.try_checkpoint(conn)
+                self.store.checkpoint(conn)
         return {"success": True, "user_id": user_id, "deleted": removed}
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
@@ -249,7 +249,7 @@ class MemoryService:
             if conn is not None:
                 with self.store.write(conn):
                     removed = self._remove_messages(conn, message_ids, reason)
-                self.store.try_checkpoint(conn)  # so the removed text leaves the write-ahead log
+                self.store.checkpoint(conn)  # so the removed text leaves the write-ahead log
         return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}
 
     def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],

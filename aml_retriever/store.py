@@ -297,13 +297,19 @@ class Store:
         way makes this return False (the planned pass retries) instead of blocking a thread."""
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            return self.checkpoint(conn)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """Copy the WAL into the file and truncate it, waiting up to the busy timeout for the
+        readers and writers in the way: after a deletion, whose text must be gone from disk
+        (the file's pages were zeroed, the log still holds their old copies) before it answers.
+        False if they held it that long (the planned pass retries)."""
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:
             self.mark_dirty(conn)
         return not busy
-
 
     # ---- whole-store operations ----------------------------------------------------------
 

@@ -4,12 +4,16 @@ reports through exit codes."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from conftest import Client
 from reliability_support import open_user, store_bytes
 
 from aml_retriever.cli import main
+from aml_retriever.service import MemoryService
+from aml_retriever.validation import AddRequest, Message
 
 MARKER = "zqxmarker7781"
 CJK_MARKER = "独特标记"
@@ -142,3 +146,30 @@ def test_cli_refuses_a_file_that_is_not_a_store(tmp_path, capsys):
     bogus.write_bytes(b"this is not sqlite at all" * 100)
     assert main(["stats", "--db", str(bogus)]) == 1
     assert "not a usable aml_retriever store" in capsys.readouterr().err
+
+
+def test_delete_user_waits_for_a_reader_so_the_text_leaves_the_disk(tmp_path):
+    """A reader holding an old snapshot keeps the log from being checkpointed: the delete waits
+    for it (briefly) instead of answering while the text is still in the file."""
+    svc = MemoryService.open(str(tmp_path / "aml.db"))
+    svc.add(AddRequest("r1", "victim", "s", (Message("user", f"{MARKER} secret", None),)))
+    assert svc.store.checkpoint_dirty() == 0  # the text is in the file itself now
+    reading, done = threading.Event(), threading.Event()
+
+    def hold_a_snapshot() -> None:
+        reader = open_user(svc.store.path, "victim")
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM messages").fetchone()
+        reading.set()
+        time.sleep(0.3)
+        reader.execute("COMMIT")
+        reader.close()
+        done.set()
+
+    threading.Thread(target=hold_a_snapshot).start()
+    reading.wait(5)
+    assert MARKER.encode() in store_bytes(svc.store.path)  # control: on disk while read
+    assert svc.delete_user("victim")["deleted"]["messages"] == 1
+    assert done.is_set()  # the delete answered only once the reader had finished
+    assert MARKER.encode() not in store_bytes(svc.store.path)
+    svc.close()
