@@ -89,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(stats)
 
     reindex = _command(commands, "reindex", "rebuild derived rows from the original messages",
-                       "Rebuild every user's features, index rows, windows and segments from the "
-                       "stored original messages, for the index settings given (window_sizes, "
-                       "segment_*). Refused while a server uses the store. Progress on stderr.",
+                       "Rebuild every user's features, index rows, conversation links and segments "
+                       "from the stored original messages, for the index settings given "
+                       "(segment_*). Refused while a server uses the store. Progress on stderr.",
                        "python3 -m aml_retriever reindex --db ./aml.db --config my.json")
     _store_options(reindex)
     reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -10,7 +10,7 @@ owner, so a user id would separate nothing, and the fixed id keeps the stores us
 whole-store commands (`stats`, `reindex`, `delete-user --user memory`). Each server run is one
 session, the engine's conversation: what an agent remembers while working is one run of
 statements in time order, whose segments lend a statement the context of those remembered with
-it, and forgetting a statement derives only its own run's windows and segments again (a single
+it, and forgetting a statement derives only its own run's links and segments again (a single
 session for a whole memory would make that grow with the memory).
 
 Callers pass values already checked (scope names, limits, lengths): the MCP tools check them

@@ -168,7 +168,7 @@ class MemoryService:
         return {"success": True, "user_id": user_id, "deleted": removed}
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        """Rebuild every derived row (features, index rows, windows, segments) of every user from
+        """Rebuild every derived row (features, index rows, links, segments) of every user from
         the original messages, one transaction per user, for the current settings."""
         users = messages = 0
         paths = self.store.shard_paths()
@@ -242,8 +242,8 @@ class MemoryService:
 
         The index rows are deleted with the terms they were built from, recomputed from the
         content (a contentless FTS5 table can only delete what it is told it holds), and the
-        index is then merged so the removed terms leave its pages too; the windows and segments
-        of the sessions concerned are derived again from their remaining messages."""
+        index is then merged so the removed terms leave its pages too; the conversation links and
+        segments of the sessions concerned are derived again from their remaining messages."""
         removed: list[int] = []
         with self.store.connection(user_id, create=False) as conn:
             if conn is not None:
