@@ -8,7 +8,7 @@ import datetime as dt
 import re
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -19,6 +19,7 @@ from aml_retriever.fusion import Candidate, rrf, select
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
+from aml_retriever.store import rows_in
 from aml_retriever.tokenizer import index_text, words_of
 from aml_retriever.views import Turn, turns, windows_around
 
@@ -200,12 +201,6 @@ class Retrieval:
                 totals[segment] = totals.get(segment, 0.0) + score
         return totals
 
-    def _rows_in(self, select: str, ids: list[int]) -> Iterator[tuple[Any, ...]]:
-        """Rows of `select ... IN (ids)`, in chunks that stay below SQLite's variable limit."""
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            yield from self.conn.execute(f"{select} IN ({','.join('?' * len(chunk))})", chunk)
-
     @staticmethod
     def _following(hits: list[int], around: dict[int, Turn]) -> dict[int, int]:
         """The next message in conversation order after each top hit: {next id: hit's rank}."""
@@ -218,8 +213,8 @@ class Retrieval:
 
     def _load_rows(self, ids: Iterable[int]) -> None:
         missing = [i for i in ids if i not in self.rows]
-        for row in self._rows_in("SELECT id, session_id, role, content, timestamp_ms, segment_id, "
-                                 "features FROM messages WHERE id", missing):
+        for row in rows_in(self.conn, "SELECT id, session_id, role, content, timestamp_ms, "
+                           "segment_id, features FROM messages WHERE id", missing):
             self.rows[row[0]] = MessageRow(*row)
 
     def _named_speakers(self, plan: QueryPlan) -> frozenset[str]:

@@ -19,7 +19,7 @@ from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
-from aml_retriever.views import WINDOW_SEPARATOR, ViewBuilder, relink
+from aml_retriever.views import WINDOW_SEPARATOR, ViewBuilder
 
 
 def iso_utc(ms: int) -> str:
@@ -92,11 +92,7 @@ class MemoryService:
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
                  place.prev_id, place.next_id)).lastrowid or 0
             views.placed(message_id, place)
-            if features.speaker:
-                conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            terms = index_text(message.content)
-            conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
-                         (message_id, terms.words, terms.grams))
+            self._index_message(conn, message_id, message.content, features)
             ids.append(message_id)
             times.append(timestamp)
         open_segment = views.finish()[request.session_id]
@@ -109,6 +105,16 @@ class MemoryService:
             (request.session_id, len(request.messages), min(times), max(times), ids[-1],
              open_segment))
         return assigned, ids[0]
+
+    @staticmethod
+    def _index_message(conn: sqlite3.Connection, message_id: int, content: str,
+                       features: Features) -> None:
+        """The rows a Search finds a stored message by: its full-text row, and its speaker."""
+        if features.speaker:
+            conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
+        terms = index_text(content)
+        conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
+                     (message_id, terms.words, terms.grams))
 
     @staticmethod
     def _added(request: AddRequest, stored: int, assigned: int, replayed: bool) -> dict[str, Any]:
@@ -193,11 +199,7 @@ class MemoryService:
             features = extract(role, content, timestamp)
             conn.execute("UPDATE messages SET features = ? WHERE id = ?",
                          (features.to_json(), message_id))
-            if features.speaker:
-                conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
-            terms = index_text(content)
-            conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
-                         (message_id, terms.words, terms.grams))
+            self._index_message(conn, message_id, content, features)
         self._rebuild_views(conn, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
         return len(rows)
@@ -318,12 +320,9 @@ class MemoryService:
                      listed)
         views = ViewBuilder(conn, self.retrieval)
         for session_id in sessions:
-            ordered = conn.execute("SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
-                                   "ORDER BY timestamp_ms, id", (session_id,)).fetchall()
-            relink(conn, [message_id for message_id, _ in ordered])
-            conn.executemany("UPDATE messages SET segment_id = ? WHERE id = ?",
-                             [(views.join_segment(session_id, timestamp, message_id), message_id)
-                              for message_id, timestamp in ordered])
+            views.rebuild(session_id, conn.execute(
+                "SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
+                "ORDER BY timestamp_ms, id", (session_id,)).fetchall())
         for session_id, segment_id in views.finish().items():
             conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                          (segment_id, session_id))

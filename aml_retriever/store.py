@@ -22,9 +22,10 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from aml_retriever import __version__
 from aml_retriever.errors import StoreError
@@ -332,6 +333,14 @@ class Store:
         if self._lock_file is not None:
             os.close(self._lock_file)
             self._lock_file = None
+
+
+def rows_in(conn: sqlite3.Connection, select: str, ids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    """Rows of `select ... IN (ids)` (`select` ends with the column compared), in chunks that stay
+    below SQLite's variable limit."""
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        yield from conn.execute(f"{select} IN ({','.join('?' * len(chunk))})", chunk)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:

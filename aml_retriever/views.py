@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from aml_retriever.signals import RetrievalConfig
+from aml_retriever.store import rows_in
 
 WINDOW_SEPARATOR = "\n"
 
@@ -49,7 +50,7 @@ class _Segment:
 class ViewBuilder:
     """Places one Add's messages in their sessions: `place` before a message's row is written
     (it gives the links and segment the row holds), `placed` after, then `finish` once. A
-    rebuild calls `join_segment` per message in conversation order instead (links: `relink`)."""
+    rebuild of stored sessions calls `rebuild` per session instead, then `finish`."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
         self.conn = conn
@@ -77,9 +78,17 @@ class ViewBuilder:
             self._tails[placement.session_id] = (message_id, placement.timestamp_ms)
         self._join(self._segments[placement.segment_id], message_id, placement.timestamp_ms)
 
-    def join_segment(self, session_id: str, timestamp_ms: int, message_id: int) -> int:
-        """Add a stored message to its session's segments (rebuilding them in conversation
-        order); returns its segment's id."""
+    def rebuild(self, session_id: str, ordered: list[tuple[int, int]]) -> None:
+        """Link a stored session's messages, given as (id, timestamp) in conversation order, and
+        place them in segments again, one row write each (after a removal, or for `reindex`)."""
+        ids = [message_id for message_id, _ in ordered]
+        self.conn.executemany(
+            "UPDATE messages SET prev_id = ?, next_id = ?, segment_id = ? WHERE id = ?",
+            [(ids[i - 1] if i else None, ids[i + 1] if i + 1 < len(ids) else None,
+              self._join_segment(session_id, timestamp, message_id), message_id)
+             for i, (message_id, timestamp) in enumerate(ordered)])
+
+    def _join_segment(self, session_id: str, timestamp_ms: int, message_id: int) -> int:
         segment = self._segment_for(session_id, timestamp_ms)
         self._join(segment, message_id, timestamp_ms)
         return segment.id
@@ -144,14 +153,6 @@ class ViewBuilder:
         return self._open
 
 
-def relink(conn: sqlite3.Connection, ordered: list[int]) -> None:
-    """Link one session's messages, given in conversation order (rebuilding after a removal)."""
-    conn.executemany("UPDATE messages SET prev_id = ?, next_id = ? WHERE id = ?",
-                     [(ordered[i - 1] if i else None,
-                       ordered[i + 1] if i + 1 < len(ordered) else None, message_id)
-                      for i, message_id in enumerate(ordered)])
-
-
 class Turn(NamedTuple):
     """Where a message sits in its conversation: the run of up to `reach` messages each side of
     it in conversation order (fewer at the session's ends), its place in that run, its segment."""
@@ -169,23 +170,21 @@ def turns(conn: sqlite3.Connection, ids: Collection[int], reach: int) -> dict[in
     """The turns of these messages, each run read by following the links `reach` steps each way
     in the same query (a join per step), so any number of messages costs one query."""
     found: dict[int, Turn] = {}
-    listed = list(ids)
     cut = 2 + reach
-    for start in range(0, len(listed), 500):  # below SQLite's variable limit
-        chunk = listed[start:start + 500]
-        for row in conn.execute(_turns_sql(reach, len(chunk)), chunk):
-            # A run ends at the first NULL: a session's end (no step joins past it).
-            before, after = row[2:cut], row[cut:]
-            if None in before:
-                before = before[:before.index(None)]
-            if None in after:
-                after = after[:after.index(None)]
-            found[row[0]] = Turn(before[::-1] + row[:1] + after, len(before), row[1])
+    for row in rows_in(conn, _turns_sql(reach), list(ids)):
+        # A run ends at the first NULL: a session's end (no step joins past it).
+        before, after = row[2:cut], row[cut:]
+        if None in before:
+            before = before[:before.index(None)]
+        if None in after:
+            after = after[:after.index(None)]
+        found[row[0]] = Turn(before[::-1] + row[:1] + after, len(before), row[1])
     return found
 
 
-def _turns_sql(reach: int, count: int) -> str:
-    """SELECT id, segment_id, the `reach` ids before it (nearest first), the `reach` after."""
+def _turns_sql(reach: int) -> str:
+    """SELECT id, segment_id, the `reach` ids before it (nearest first), the `reach` after, for
+    `rows_in` to complete with the ids."""
     columns, joins = ["h.id", "h.segment_id"], []
     for link, alias in (("prev_id", "p"), ("next_id", "n")):
         source = "h"
@@ -194,8 +193,7 @@ def _turns_sql(reach: int, count: int) -> str:
             if step < reach:
                 joins.append(f"LEFT JOIN messages {alias}{step} ON {alias}{step}.id = {source}.{link}")
                 source = f"{alias}{step}"
-    return (f"SELECT {', '.join(columns)} FROM messages h {' '.join(joins)} "
-            f"WHERE h.id IN ({','.join('?' * count)})")
+    return f"SELECT {', '.join(columns)} FROM messages h {' '.join(joins)} WHERE h.id"
 
 
 def windows_around(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[int, ...]]:
