@@ -54,14 +54,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchlib import (
-    REPO_ROOT,
     Samples,
+    add_run_args,
     environment,
     environment_line,
     log,
     params,
     profile,
     profile_markdown,
+    require_positive,
     run_and_report,
 )
 from corpus import ADD_SIZE, generated
@@ -302,20 +303,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="Adds a path writes before the next path takes its turn")
     parser.add_argument("--synchronous", type=_levels, default=list(LEVELS),
                         help="comma-separated SQLite synchronous levels (FULL, NORMAL)")
-    parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--min-ratio", type=float, default=0.5,
                         help="pass when service msg/s is at least this share of the bare floor's")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
-                        help="directory for add.json and add.md")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the files are written (in a bench_add/ subdirectory); "
-                             "default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true", help="keep the written files")
+    add_run_args(parser, "add",
+                 "where the files are written (in a bench_add/ subdirectory)",
+                 "keep the written files")
     args = parser.parse_args(argv)
-    for name in ("adds", "users", "block"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
+    require_positive(parser, args, ("adds", "users", "block"))
     return args
 
 

@@ -62,13 +62,14 @@ from typing import Any
 
 from bench_http import Phase, run_phase, summarize
 from benchlib import (
-    REPO_ROOT,
     Samples,
     ServerProcess,
+    add_run_args,
     environment,
     environment_line,
     log,
     params,
+    require_positive,
     run_and_report,
     sizes_arg,
 )
@@ -359,22 +360,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="in-process Searches of random users per size")
     parser.add_argument("--rss-requests", type=int, default=4_000,
                         help="requests sent to the server before its memory is read")
-    parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--max-bytes-ratio", type=float, default=4.0,
                         help="pass when disk bytes are at most this times the content bytes")
     parser.add_argument("--max-rss-mb", type=float, default=200.0,
                         help="pass when the server's peak RSS is at most this many MB")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
-                        help="directory for footprint.json and footprint.md")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the stores are built (bench_footprint/ and shared/ in it); "
-                             "default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the stores (a later run with the same --workdir reuses them)")
+    add_run_args(parser, "footprint",
+                 "where the stores are built (bench_footprint/ and shared/ in it)",
+                 "keep the stores (a later run with the same --workdir reuses them)")
     args = parser.parse_args(argv)
-    for name in ("messages_per_user", "jobs", "searches", "rss_requests"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    require_positive(parser, args, ("messages_per_user", "jobs", "searches", "rss_requests"))
     if args.large_user_messages < 0:
         parser.error("--large-user-messages must be at least 0")
     return args

@@ -61,16 +61,17 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import (
-    REPO_ROOT,
     SERVE_TIMEOUT_S,
     Client,
     Samples,
     ServerProcess,
+    add_run_args,
     environment,
     environment_line,
     log,
     params,
     process_cpu_seconds,
+    require_positive,
     run_and_report,
 )
 from corpus import ADD_SIZE, Generated, chat_questions, conversation, generated
@@ -471,7 +472,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="questions in the overhead measurement")
     parser.add_argument("--rounds", type=int, default=5,
                         help="timed passes over the questions in the overhead measurement")
-    parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--max-overhead-ms", type=float, default=1.5,
                         help="pass when HTTP p50 - in-process p50 is at most this")
     parser.add_argument("--min-add-rate", type=int, default=3_000,
@@ -479,16 +479,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--server-arg", action="append", default=[], metavar="FLAG",
                         help="a flag passed on to the server, e.g. --server-arg=--workers=4 "
                              "(repeatable; the targets are judged at the defaults)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
-                        help="directory for http.json and http.md")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the store and the server log go (in a bench_http/ "
-                             "subdirectory); default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true", help="keep the store and the server log")
+    add_run_args(parser, "http",
+                 "where the store and the server log go (in a bench_http/ subdirectory)",
+                 "keep the store and the server log")
     args = parser.parse_args(argv)
-    for name in ("users", "user_messages", "queries", "rounds"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    require_positive(parser, args, ("users", "user_messages", "queries", "rounds"))
     if args.user_messages < ADD_SIZE:
         parser.error(f"--user-messages must be at least {ADD_SIZE}")
     if args.seconds <= 0:

@@ -53,13 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import (
-    REPO_ROOT,
     Samples,
+    add_run_args,
     environment,
     environment_line,
     log,
     paired_ratio,
     params,
+    require_positive,
     run_and_report,
 )
 from corpus import (
@@ -313,25 +314,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reopen-rounds", type=int, default=3,
                         help="timed passes with the connection reopened before each query")
     parser.add_argument("--top-k", type=int, default=10, help="top_k of each Search")
-    parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes building the other users")
     parser.add_argument("--max-ratio", type=float, default=1.5,
                         help="pass when crowded p50 / alone p50 is at most this")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
-                        help="directory for isolation.json and isolation.md")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the stores are built (bench_isolation/ and shared/ in it); "
-                             "default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the stores (a later run with the same --workdir and the same "
-                             "data options reuses them instead of building again)")
+    add_run_args(parser, "isolation",
+                 "where the stores are built (bench_isolation/ and shared/ in it)",
+                 "keep the stores (a later run with the same --workdir and the same data "
+                 "options reuses them instead of building again)")
     args = parser.parse_args(argv)
-    for name in ("others", "messages_per_other", "user_messages", "queries", "rounds",
-                 "reopen_rounds", "top_k", "jobs"):
-        minimum = 0 if name == "others" else 1
-        if getattr(args, name) < minimum:
-            parser.error(f"--{name.replace('_', '-')} must be at least {minimum}")
+    require_positive(parser, args, ("messages_per_other", "user_messages", "queries", "rounds",
+                                    "reopen_rounds", "top_k", "jobs"))
+    if args.others < 0:
+        parser.error("--others must be at least 0")
     if args.top_k > 100:
         parser.error("--top-k must be at most 100 (the service's limit)")
     return args

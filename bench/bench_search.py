@@ -61,8 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import (
-    REPO_ROOT,
     Samples,
+    add_run_args,
     environment,
     environment_line,
     log,
@@ -70,6 +70,7 @@ from benchlib import (
     params,
     profile,
     profile_markdown,
+    require_positive,
     run_and_report,
     sizes_arg,
 )
@@ -337,23 +338,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="processes building the other users")
     parser.add_argument("--queries", type=int, default=200, help="questions asked at every size")
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the questions")
-    parser.add_argument("--seed", type=int, default=20240611, help="seed of all generated data")
     parser.add_argument("--max-ratio", type=float, default=3.0,
                         help="pass when the full Search p50 is at most this times the floor p50")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
-                        help="directory for search.json and search.md")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the stores are built (bench_search/ and shared/ in it); "
-                             "default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the stores (a later run with the same --workdir reuses "
-                             "every user and the other users already built)")
+    add_run_args(parser, "search",
+                 "where the stores are built (bench_search/ and shared/ in it)",
+                 "keep the stores (a later run with the same --workdir reuses every user and "
+                 "the other users already built)")
     args = parser.parse_args(argv)
-    for name, minimum in (("queries", 1), ("rounds", 1), ("others", 0),
-                          ("messages_per_other", 1), ("jobs", 1)):
-        if getattr(args, name) < minimum:
-            parser.error(f"--{name.replace('_', '-')} must be at least {minimum}")
+    require_positive(parser, args, ("queries", "rounds", "messages_per_other", "jobs"))
+    if args.others < 0:
+        parser.error("--others must be at least 0")
     return args
 
 

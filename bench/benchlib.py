@@ -283,6 +283,29 @@ class Client:
         self.conn.close()
 
 
+# The seed of every benchmark's generated data unless --seed says otherwise.
+SEED = 20240611
+
+
+def add_run_args(parser: argparse.ArgumentParser, name: str, workdir: str, keep: str) -> None:
+    """The options every benchmark takes: --seed, --out (where {name}.json and {name}.md go),
+    --workdir (`workdir` says what is written there) and --keep (`keep` says what it keeps)."""
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of all generated data")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench_out",
+                        help=f"directory for {name}.json and {name}.md")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help=f"{workdir}; default: a new temporary directory")
+    parser.add_argument("--keep", action="store_true", help=keep)
+
+
+def require_positive(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     names: tuple[str, ...]) -> None:
+    """Refuse, naming the flag, any of these counts below 1."""
+    for name in names:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+
+
 def sizes_arg(text: str) -> list[int]:
     """An argparse type: comma-separated sizes ("1000,10_000"), sorted, each at least 1."""
     try:
