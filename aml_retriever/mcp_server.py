@@ -53,7 +53,7 @@ MAX_MESSAGE_BYTES = 1_048_576
 # One statement, not a document: a longer text is better remembered as several statements, each
 # findable on its own.
 MAX_CONTENT_CHARS = 10_000
-# A query uses only its first 64 distinct terms (tokenizer.MAX_QUERY_TERMS); this bounds the text.
+# A query looks up at most 64 terms (candidates.MAX_QUERY_TERMS); this bounds the text.
 MAX_QUERY_CHARS = 2_000
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (

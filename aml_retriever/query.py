@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from aml_retriever.candidates import Term
 from aml_retriever.dates import extract_dates
 from aml_retriever.features import entities_of, numbers_of
+from aml_retriever.focus import ask_and_aside, weighted_terms
 from aml_retriever.stopwords import STOP_WORDS
 from aml_retriever.tokenizer import QueryTerms, match_expression, query_terms, words_of
 
@@ -25,20 +27,24 @@ _ASKS_HISTORY = re.compile(r"\b(before|used to|first|originally|previously|earli
 # as the subject an update must share with the question ("now" is in half of all chatter).
 CURRENT_CUES = frozenset({"now", "currently", "current", "these", "days", "moment", "still",
                           "latest", "most", "recent", "nowadays", "today", "anymore", "presently"})
+# A question in the first person singular: it asks what the user said or did.
+_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll)\b|我", re.IGNORECASE)
 # Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
 _ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 
 @dataclass(frozen=True)
 class QueryPlan:
-    terms: QueryTerms
+    terms: QueryTerms  # every content term of the question
+    lexical: tuple[Term, ...]  # the same, weighted by where they sit (focus.py)
     exact: frozenset[str]
     entities: frozenset[str]
     numbers: frozenset[str]
     dates: tuple[str, ...]
     asks_when: bool
     asks_current: bool
-    options: QueryTerms
+    options: tuple[Term, ...]
+    first_person: bool = False
     speakers: frozenset[str] = frozenset()  # speakers of this user the question names
 
     @property
@@ -48,11 +54,8 @@ class QueryPlan:
 
     @property
     def expression(self) -> str | None:
+        """Every term OR-ed in one FTS5 expression (what a bare FTS5 search would ask)."""
         return match_expression(self.terms)
-
-    @property
-    def options_expression(self) -> str | None:
-        return match_expression(self.options)
 
 
 def content_terms(text: str) -> QueryTerms:
@@ -65,22 +68,29 @@ def content_terms(text: str) -> QueryTerms:
 
 
 def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
-    terms = content_terms(query)
+    """What `query` asks for. Its features (exact words, names, numbers, dates, intent) are read
+    from the part that asks; every term of the question counts lexically, the aside's less."""
+    ask, aside = ask_and_aside(query)
+    ask_terms, aside_terms = content_terms(ask), content_terms(aside)
+    terms = QueryTerms(list(dict.fromkeys(ask_terms.words + aside_terms.words)),
+                       list(dict.fromkeys(ask_terms.grams + aside_terms.grams)))
     option_terms = content_terms(" ".join(options)) if options else QueryTerms([], [])
     own = set(terms.words) | set(terms.grams)
     # An option's words that the question already has add nothing but weight to the distractors.
     option_terms = QueryTerms([w for w in option_terms.words if w not in own],
                               [g for g in option_terms.grams if g not in own])
-    asks_history = _ASKS_HISTORY.search(query) is not None
+    asks_history = _ASKS_HISTORY.search(ask) is not None
     return QueryPlan(
         terms=terms,
-        exact=frozenset(terms.words),
-        entities=frozenset(entities_of(query)),
-        numbers=frozenset(numbers_of(query)),
-        dates=tuple(d for d in extract_dates(query, None) if _ABSOLUTE_DATE.match(d)),
-        asks_when=_ASKS_WHEN.search(query) is not None,
-        asks_current=_ASKS_CURRENT.search(query) is not None and not asks_history,
-        options=option_terms,
+        lexical=tuple(weighted_terms(ask_terms, aside_terms)),
+        exact=frozenset(ask_terms.words or terms.words),
+        entities=frozenset(entities_of(ask)),
+        numbers=frozenset(numbers_of(ask)),
+        dates=tuple(d for d in extract_dates(ask, None) if _ABSOLUTE_DATE.match(d)),
+        asks_when=_ASKS_WHEN.search(ask) is not None,
+        asks_current=_ASKS_CURRENT.search(ask) is not None and not asks_history,
+        options=tuple(weighted_terms(option_terms, QueryTerms([], []))),
+        first_person=_FIRST_PERSON.search(ask) is not None,
     )
 
 

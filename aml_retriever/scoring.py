@@ -22,6 +22,7 @@ class Evidence(Protocol):
     """One stored message as ranking reads it (retrieval.MessageRow)."""
 
     timestamp_ms: int
+    role: str
     features: Features
     day: str  # the date it was said, "YYYY-MM-DD"
     entities: frozenset[str]
@@ -128,9 +129,18 @@ def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
     return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
 
 
+def first_person(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
+    """For a question in the first person, the user's own single messages in lexical order: what
+    "I" said is in the user's turns, not in the replies that repeat its words at length."""
+    if not plan.first_person:
+        return []
+    return _by(facts, lambda f: 1.0 if f.key[0] == "message" and f.rows[0].role == "user" else 0.0)
+
+
 Ranker = Callable[[QueryPlan, Sequence[Facts]], list[Key]]
 # Feature signals by name; every name is a signal of signals.SIGNALS.
 RANKERS: dict[str, Ranker] = {
     "coverage": coverage, "entity": entity, "number": number, "date": date, "speaker": speaker,
     "adjacency": adjacency, "recency": recency, "supersession": supersession,
+    "first_person": first_person,
 }

@@ -37,6 +37,14 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("recency", 0.0, "newer messages first (off by default; on for current-state questions)"),
     Signal("supersession", 0.5, "current-state questions: a newer update outranks what it replaced"),
     Signal("options", 0.3, "answer choices of a multiple-choice question, below the question's own"),
+    # A question in the first person asks what the user said (BEAM dev: 78% of the evidence is
+    # the user's own messages, which long assistant replies about the same words outrank). BEAM
+    # dev, 0 -> 0.5: b@1000w .341 -> .471, first result 474 -> 110 words, MRR .503 -> .494; at
+    # 1.0 b@1000w .520 but R@100 .794. LoCoMo and MemDaily questions leave it silent.
+    Signal("first_person", 0.5, "first-person questions: the user's own messages, in lexical order"),
+    # An exponent, not a list weight: lexical scores of texts longer than retrieval.LONG_TOKENS
+    # index terms are scaled by (LONG_TOKENS / length) ** weight.
+    Signal("brevity", 1.0, "lexical scores of long texts discounted by their length (an exponent)"),
 )
 SIGNAL_NAMES = tuple(s.name for s in SIGNALS)
 DEFAULT_WEIGHTS = {s.name: s.weight for s in SIGNALS}

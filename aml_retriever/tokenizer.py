@@ -26,10 +26,6 @@ from itertools import pairwise
 # characters so emoji written to the grams column are indexed. Part of the index identity.
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2 categories 'L* N* Co M* So'"
 
-# A query is cut to this many distinct terms per column: enough for any real question, and a
-# bound on the work one request can ask of FTS5.
-MAX_QUERY_TERMS = 64
-
 # Scripts written without spaces between words, plus Hangul (see the module docstring).
 _GRAM_RANGES = (
     (0x0E00, 0x0EFF),  # Thai, Lao
@@ -158,8 +154,8 @@ def words_of(text: str) -> list[str]:
     return _gram_runs(normalize(text))[0].split()
 
 
-def _unique(items: list[str], limit: int) -> list[str]:
-    return list(dict.fromkeys(items))[:limit]
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 @dataclass(frozen=True)
@@ -180,8 +176,9 @@ def query_terms(query: str) -> QueryTerms:
     """The terms a query searches for. A gram run of two or more clusters is searched by its
     bigrams, which carry the meaning, plus its ideographs alone (妹 in 妹の仕事 must find
     妹は獣医です, whose bigrams differ); other single characters (kana particles, Hangul
-    syllables, Thai letters) would match nearly everything and are left out. Bigrams first, so
-    the term cap keeps them."""
+    syllables, Thai letters) would match nearly everything and are left out. Every distinct
+    term is kept, bigrams first: which ones a Search reads is chosen by what they say
+    (candidates.informative), never by where they sit."""
     words, runs, symbols = _gram_runs(normalize(query))
     bigrams: list[str] = []
     ideographs: list[str] = []
@@ -191,8 +188,7 @@ def query_terms(query: str) -> QueryTerms:
         else:
             bigrams += [a + b for a, b in pairwise(run)]
             ideographs += [c for c in run if is_ideograph(c)]
-    return QueryTerms(words=_unique(words.split(), MAX_QUERY_TERMS),
-                      grams=_unique(bigrams + symbols + ideographs, MAX_QUERY_TERMS))
+    return QueryTerms(words=_unique(words.split()), grams=_unique(bigrams + symbols + ideographs))
 
 
 def quote(term: str) -> str:
