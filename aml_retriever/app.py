@@ -30,7 +30,8 @@ class App:
         retrieval = config.retrieval()
         self.store = Store(config.db_path, config.synchronous, retrieval)
         self.store.hold_shared()
-        self.service = MemoryService(self.store, config.provenance, retrieval)
+        self.service = MemoryService(self.store, config.provenance, retrieval,
+                                     config.default_max_words or None)
         self.server = AmlHTTPServer(config, self.service)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None

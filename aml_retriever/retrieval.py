@@ -15,12 +15,12 @@ from typing import Any
 
 from aml_retriever.candidates import ranked, token_counts
 from aml_retriever.features import Features
-from aml_retriever.fusion import Candidate, rrf, select
+from aml_retriever.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import rows_in
-from aml_retriever.tokenizer import index_text, words_of
+from aml_retriever.tokenizer import index_text, reading_words, words_of
 from aml_retriever.views import Turn, turns, windows_around
 
 # Message hits read per candidate wanted: windows and segments are scored from the hits they
@@ -103,24 +103,32 @@ class Retrieval:
         self.config = config
         self.rows: dict[int, MessageRow] = {}
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
+        self.words_returned: int | None = None  # the words packed, when a budget was given
         self._shared: dict[int, frozenset[str]] = {}  # message id -> the question's words it has
         self._wanted: frozenset[str] = frozenset()
         self._wanted_ascii: re.Pattern[str] | None = None
 
-    def run(self, plan: QueryPlan, top_k: int, session_id: str | None) -> list[Result]:
-        """The best `top_k` distinct pieces of evidence. When windows holding several messages or
-        repeated contents leave fewer than `top_k` and the lists were cut at their depth, the
-        lists are read again, deeper."""
+    def run(self, plan: QueryPlan, top_k: int, session_id: str | None,
+            max_words: int | None = None) -> list[Result]:
+        """The best `top_k` distinct pieces of evidence, within `max_words` words when given.
+        When windows holding several messages or repeated contents leave fewer than `top_k`
+        and the lists were cut at their depth, the lists are read again, deeper (not when the
+        word budget is what cut the results short)."""
         depth = max(self.config.candidate_depth, top_k)
         self._want_words(plan.exact)
         while True:
-            results, exhausted = self._run(plan, top_k, session_id, depth)
-            if len(results) >= top_k or exhausted:
+            budget = WordBudget(max_words, self._words) if max_words else None
+            results, exhausted = self._run(plan, top_k, session_id, depth, budget)
+            self.words_returned = budget.used if budget else None
+            if len(results) >= top_k or exhausted or (budget and budget.binding):
                 return results
             depth *= DEEPER
 
-    def _run(self, plan: QueryPlan, top_k: int, session_id: str | None,
-             depth: int) -> tuple[list[Result], bool]:
+    def _words(self, message_id: int) -> int:
+        return reading_words(self.rows[message_id].content)
+
+    def _run(self, plan: QueryPlan, top_k: int, session_id: str | None, depth: int,
+             budget: WordBudget | None) -> tuple[list[Result], bool]:
         hits = self._hits(plan, depth, session_id)
         plan = replace(plan, speakers=self._named_speakers(plan))
         candidates = self._candidates(hits)
@@ -135,7 +143,8 @@ class Retrieval:
         own = {members[0] for view, members in candidates if view == "message"}
         results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
                    for original, chosen in select(order, top_k, contents,
-                                                  lambda m: m in own or self._matches(m, plan))]
+                                                  lambda m: m in own or self._matches(m, plan),
+                                                  budget)]
         # Reading deeper can only add a result through a new message hit (select keeps nothing
         # whose messages match nothing), so a short message list means there is nothing more.
         return results, len(hits.messages) < depth

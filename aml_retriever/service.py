@@ -30,10 +30,12 @@ def iso_utc(ms: int) -> str:
 
 class MemoryService:
     def __init__(self, store: Store, provenance: bool = True,
-                 retrieval: RetrievalConfig | None = None) -> None:
+                 retrieval: RetrievalConfig | None = None,
+                 default_max_words: int | None = None) -> None:
         self.store = store
         self.provenance = provenance
         self.retrieval = retrieval or RetrievalConfig()
+        self.default_max_words = default_max_words  # the budget of a Search that names none
 
     @classmethod
     def open(cls, path: str, retrieval: RetrievalConfig | None = None, provenance: bool = True,
@@ -126,14 +128,18 @@ class MemoryService:
 
     def search(self, request: SearchRequest) -> dict[str, Any]:
         """The user's best original evidence for the query, best first, each piece once."""
+        max_words = request.max_words or self.default_max_words
         with self.store.connection(request.user_id, create=False) as conn:
             if conn is None:
-                return {"data": []}
+                return {"data": [], "words": 0} if max_words else {"data": []}
             query_plan = plan(request.query, request.options)
             with self.store.read(conn):
                 retrieval = Retrieval(conn, self.retrieval)
-                results = retrieval.run(query_plan, request.top_k, request.session_id)
-        return {"data": [self._result(r, retrieval.rows) for r in results]}
+                results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
+        found: dict[str, Any] = {"data": [self._result(r, retrieval.rows) for r in results]}
+        if max_words:
+            found["words"] = retrieval.words_returned
+        return found
 
     def _result(self, result: Result, rows: dict[int, Any]) -> dict[str, Any]:
         members = [rows[m] for m in result.candidate.members]

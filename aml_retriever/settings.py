@@ -64,6 +64,8 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     Setting("signal_weights", "", str, "ranking signal weights as name=weight,... (0 = off; "
             f"others keep their defaults; signals: {', '.join(SIGNAL_NAMES)})"),
+    Setting("default_max_words", 0, int, "word budget of a Search that sends no max_words "
+            "(0 = none: top_k results)", minimum=0),
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
     Setting("window_sizes", ",".join(map(str, _RETRIEVAL.window_sizes)), str,

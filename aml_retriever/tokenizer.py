@@ -154,6 +154,15 @@ def words_of(text: str) -> list[str]:
     return _gram_runs(normalize(text))[0].split()
 
 
+def reading_words(text: str) -> int:
+    """How many words a reader counts in a text: its whitespace-separated words, with each
+    character of a script written without spaces (Chinese, Japanese, Thai...) a word of its own,
+    as the evaluation's word budgets count them."""
+    if text.isascii():
+        return len(text.split())
+    return len("".join(f" {ch} " if is_gram_char(ch) else ch for ch in text).split())
+
+
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 

@@ -17,6 +17,8 @@ from aml_retriever.errors import InvalidBody, InvalidField, PayloadTooLarge
 
 ID_MAX_CHARS = 256
 TOP_K_DEFAULT, TOP_K_MAX = 10, 100
+# The largest word budget a Search may ask for: a million words is beyond any reader's context.
+MAX_WORDS_MAX = 1_000_000
 OPTIONS_MAX = 32
 # The range a timestamp can take and still be rendered as an ISO 8601 date (years 1 to 9999).
 TIMESTAMP_MIN_MS = -62_135_596_800_000
@@ -52,6 +54,7 @@ class SearchRequest:
     top_k: int
     options: tuple[str, ...]
     session_id: str | None
+    max_words: int | None = None  # a reader's word budget for the results (an extension)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -193,7 +196,12 @@ def parse_search(data: dict[str, Any]) -> SearchRequest:
     session_id = identifier(data, "session_id") if data.get("session_id") is not None else None
     if filter_session and session_id is None:
         raise InvalidField("session_id is required when filter_session is true", "session_id")
-    return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None)
+    max_words = data.get("max_words")
+    if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int)
+                                  or not 1 <= max_words <= MAX_WORDS_MAX):
+        raise InvalidField(f"max_words must be an integer from 1 to {MAX_WORDS_MAX}", "max_words")
+    return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None,
+                         max_words)
 
 
 def _options(raw: Any) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aml_retriever.query import plan
 from aml_retriever.retrieval import Retrieval, _exact_words
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
@@ -200,3 +201,48 @@ def test_shared_words_of_ascii_text_are_the_words_column_words(parts, wanted):
     search = Retrieval(sqlite3.connect(":memory:"), RetrievalConfig())
     search._want_words(frozenset(wanted))
     assert search._words_in(text) == frozenset(wanted) & _exact_words(text)
+
+
+def test_a_name_in_most_of_a_small_memory_still_counts(svc):
+    """FTS5's IDF is ~0 for a term in over half the messages; the Lucene IDF keeps it positive,
+    so the message about the cousin outranks one that shares only a particle."""
+    add(svc, "s1", "我表弟在浙江杭州工作呢。", "我表弟身高169厘米。", "我表弟是北京人。",
+        "我的表弟今年36岁。", "我表弟的邮箱是a@b.c。", "我上司都44岁了。", "我同事今年39岁。")
+    assert "表弟" in contents(svc, "我表弟现在多大了呀？", only())[0]
+
+
+LONG_REPLY = ("Here is a long answer about tomato gardening. " + "It covers soil, water and light "
+              "in detail, with many tips for every season of the year. " * 30
+              + "Your tomato harvest plan and the harvest tomato schedule are both sound.")
+
+
+def test_brevity_ranks_a_short_precise_message_above_a_long_reply(svc):
+    add(svc, "s1", "The tomato harvest starts in August.", start_ms=T0)
+    add(svc, "s2", LONG_REPLY, start_ms=T0 + DAY_MS, role="assistant")
+    query = "tomato harvest plan schedule"
+    assert contents(svc, query, only())[0] == LONG_REPLY
+    assert contents(svc, query, only(brevity=1.0))[0] == "The tomato harvest starts in August."
+
+
+def test_a_first_person_question_favours_the_users_own_messages(svc):
+    add(svc, "s1", "Tomato harvest tips: water tomato plants and plan the harvest early.",
+        role="assistant")
+    add(svc, "s2", "I planned the tomato harvest for August.", start_ms=T0 + DAY_MS)
+    query = "When did I plan the tomato harvest?"
+    control = contents(svc, query, only())
+    assert control[0].startswith("Tomato harvest tips")
+    assert contents(svc, query, only(first_person=2.0))[0] == "I planned the tomato harvest for August."
+    # Not in the third person: the same question about someone else leaves the order alone.
+    assert contents(svc, "When did Ana plan the tomato harvest?", only(first_person=2.0))[0] == \
+        contents(svc, "When did Ana plan the tomato harvest?", only())[0]
+
+
+def test_a_window_needs_a_second_member_with_evidence(svc):
+    add(svc, "s1", "Did you find the violin?", "Yes, in the attic.", "Great news.")
+    add(svc, "s2", "violin lessons resume", "the weather is grey", "see you", start_ms=T0 + DAY_MS)
+    with svc.store.connection("u", create=False) as conn:
+        hits = Retrieval(conn, RetrievalConfig())._hits(plan("violin attic"), 20, None)
+    matched = {m for m, _ in hits.messages}
+    windows = [w for w, _ in hits.windows]
+    assert windows  # control: the window joining two matching turns is there
+    assert all(sum(m in matched for m in w) >= 2 for w in windows)
