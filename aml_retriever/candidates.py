@@ -27,8 +27,10 @@ import math
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from aml_retriever.store import rows_in
+from aml_retriever.tokenizer import quote
 
 # A term FTS5 finds in more than half the messages gets this IDF from bm25() (fts5_aux.c).
 FTS5_IDF_FLOOR = 1e-6
@@ -54,9 +56,9 @@ class Term:
 
     @property
     def expression(self) -> str:
-        """The term as an FTS5 MATCH expression: one double-quoted string in its own column, so
-        no FTS5 syntax in a query is ever obeyed."""
-        return f'{self.column} : "' + self.text.replace('"', '""') + '"'
+        """The term as an FTS5 MATCH expression: one quoted string in its own column, so no FTS5
+        syntax in a query is ever obeyed."""
+        return f"{self.column} : {quote(self.text)}"
 
 
 def index_size(conn: sqlite3.Connection) -> int:
@@ -65,60 +67,80 @@ def index_size(conn: sqlite3.Connection) -> int:
     return _varints(row[0])[0] if row and row[0] else 0
 
 
-def ranked(conn: sqlite3.Connection, terms: list[Term], limit: int,
-           session_id: str | None = None) -> list[tuple[int, float]]:
-    """The best `limit` messages for these terms as (rowid, score), best first, ties broken by
-    rowid; a message is a candidate when it is among the best `limit` of one of the terms."""
-    if not terms or limit <= 0:
-        return []
-    n = index_size(conn)
-    if len(terms) > MAX_QUERY_TERMS:
-        terms = informative(conn, terms)
-    scores: dict[int, float] = defaultdict(float)
-    for term in terms:
-        hits = _term_hits(conn, term, limit, session_id)
-        if not hits:
-            continue
-        df = len(hits) if len(hits) < limit and session_id is None else _doc_count(conn, term)
-        fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
-        idf = term.weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        for rowid, part in hits:
-            scores[rowid] += idf * part / fts5_idf
-    best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(rowid, score) for rowid, score in best if score > 0]
+class TermIndex:
+    """One Search's view of the user's full-text index: its size and each term's document count
+    are read once, however many lists and deeper readings ask for them."""
 
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._df: dict[Term, int] = {}
+        self._chosen: dict[tuple[Term, ...], list[Term]] = {}
 
-def informative(conn: sqlite3.Connection, terms: list[Term]) -> list[Term]:
-    """The MAX_QUERY_TERMS terms that say most: the heavier first (the ask's before the
-    aside's), then the rarer in the user's own memory, then the earlier. A term the vocabulary
-    does not list as written (a word FTS5 stems, or one the memory lacks) counts as rare:
-    keeping it costs one empty lookup."""
-    conn.execute(VOCAB_SQL)
-    marks = ",".join("?" * len(terms))
-    df = dict(conn.execute(f"SELECT term, doc FROM {VOCAB} WHERE term IN ({marks})",
-                           [t.text for t in terms]).fetchall())
-    ranked_terms = sorted(enumerate(terms),
-                          key=lambda it: (-it[1].weight, df.get(it[1].text, 0), it[0]))
-    return [t for _, t in sorted(ranked_terms[:MAX_QUERY_TERMS])]
+    @cached_property
+    def size(self) -> int:
+        return index_size(self.conn)
 
+    def ranked(self, terms: tuple[Term, ...], limit: int,
+               session_id: str | None = None) -> list[tuple[int, float]]:
+        """The best `limit` messages for these terms (at most MAX_QUERY_TERMS of them, see
+        `informative`) as (rowid, score), best first, ties broken by rowid; a message is a
+        candidate when it is among the best `limit` of one term."""
+        if not terms or limit <= 0:
+            return []
+        n = self.size
+        scores: dict[int, float] = defaultdict(float)
+        for term in self.informative(terms):
+            hits = self._hits(term, limit, session_id)
+            if not hits:
+                continue
+            if len(hits) < limit and session_id is None:
+                self._df.setdefault(term, len(hits))
+            df = self._doc_count(term)
+            fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
+            idf = term.weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            for rowid, part in hits:
+                scores[rowid] += idf * part / fts5_idf
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return [(rowid, score) for rowid, score in best if score > 0]
 
-def _term_hits(conn: sqlite3.Connection, term: Term, limit: int,
-               session_id: str | None) -> list[tuple[int, float]]:
-    """One term's best messages with their bm25() part (positive: higher is better)."""
-    sql = f"SELECT rowid, -bm25({INDEX}) AS part FROM {INDEX} WHERE {INDEX} MATCH ?"
-    params: list[object] = [term.expression]
-    if session_id is not None:
-        sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
-        params.append(session_id)
-    sql += " ORDER BY part DESC, rowid LIMIT ?"
-    params.append(limit)
-    return conn.execute(sql, params).fetchall()
+    def informative(self, terms: tuple[Term, ...]) -> list[Term]:
+        """The question's terms, or past MAX_QUERY_TERMS those that say most: the heavier first
+        (the ask's before the aside's), then the rarer in the user's own memory, then the
+        earlier. A term the vocabulary does not list as written (a word FTS5 stems, or one the
+        memory lacks) counts as rare: keeping it costs one empty lookup. Chosen once a Search."""
+        if len(terms) <= MAX_QUERY_TERMS:
+            return list(terms)
+        if terms not in self._chosen:
+            self._chosen[terms] = self._most_informative(terms)
+        return self._chosen[terms]
 
+    def _most_informative(self, terms: tuple[Term, ...]) -> list[Term]:
+        self.conn.execute(VOCAB_SQL)
+        marks = ",".join("?" * len(terms))
+        df = dict(self.conn.execute(f"SELECT term, doc FROM {VOCAB} WHERE term IN ({marks})",
+                                    [t.text for t in terms]).fetchall())
+        ranked_terms = sorted(enumerate(terms),
+                              key=lambda it: (-it[1].weight, df.get(it[1].text, 0), it[0]))
+        return [t for _, t in sorted(ranked_terms[:MAX_QUERY_TERMS])]
 
-def _doc_count(conn: sqlite3.Connection, term: Term) -> int:
-    """How many messages hold the term (FTS5's df for it)."""
-    return conn.execute(f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
-                        (term.expression,)).fetchone()[0]
+    def _hits(self, term: Term, limit: int, session_id: str | None) -> list[tuple[int, float]]:
+        """One term's best messages with their bm25() part (positive: higher is better)."""
+        sql = f"SELECT rowid, -bm25({INDEX}) AS part FROM {INDEX} WHERE {INDEX} MATCH ?"
+        params: list[object] = [term.expression]
+        if session_id is not None:
+            sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
+            params.append(session_id)
+        sql += " ORDER BY part DESC, rowid LIMIT ?"
+        params.append(limit)
+        return self.conn.execute(sql, params).fetchall()
+
+    def _doc_count(self, term: Term) -> int:
+        """How many messages hold the term (FTS5's df for it)."""
+        if term not in self._df:
+            self._df[term] = self.conn.execute(
+                f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
+                (term.expression,)).fetchone()[0]
+        return self._df[term]
 
 
 def token_counts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, int]:

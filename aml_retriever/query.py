@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from aml_retriever.candidates import Term
 from aml_retriever.dates import extract_dates
@@ -35,8 +36,7 @@ _ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 @dataclass(frozen=True)
 class QueryPlan:
-    terms: QueryTerms  # every content term of the question
-    lexical: tuple[Term, ...]  # the same, weighted by where they sit (focus.py)
+    lexical: tuple[Term, ...]  # every content term of the question, weighted by where it sits
     exact: frozenset[str]
     entities: frozenset[str]
     numbers: frozenset[str]
@@ -51,6 +51,12 @@ class QueryPlan:
     def subject(self) -> frozenset[str]:
         """The exact words that say what the question is about (not when)."""
         return self.exact - CURRENT_CUES
+
+    @cached_property
+    def terms(self) -> QueryTerms:
+        """The question's content terms by index column, without their weights."""
+        return QueryTerms([t.text for t in self.lexical if t.column == "words"],
+                          [t.text for t in self.lexical if t.column == "grams"])
 
     @property
     def expression(self) -> str | None:
@@ -72,18 +78,16 @@ def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
     from the part that asks; every term of the question counts lexically, the aside's less."""
     ask, aside = ask_and_aside(query)
     ask_terms, aside_terms = content_terms(ask), content_terms(aside)
-    terms = QueryTerms(list(dict.fromkeys(ask_terms.words + aside_terms.words)),
-                       list(dict.fromkeys(ask_terms.grams + aside_terms.grams)))
+    lexical = tuple(weighted_terms(ask_terms, aside_terms))
     option_terms = content_terms(" ".join(options)) if options else QueryTerms([], [])
-    own = set(terms.words) | set(terms.grams)
+    own = {t.text for t in lexical}
     # An option's words that the question already has add nothing but weight to the distractors.
     option_terms = QueryTerms([w for w in option_terms.words if w not in own],
                               [g for g in option_terms.grams if g not in own])
     asks_history = _ASKS_HISTORY.search(ask) is not None
     return QueryPlan(
-        terms=terms,
-        lexical=tuple(weighted_terms(ask_terms, aside_terms)),
-        exact=frozenset(ask_terms.words or terms.words),
+        lexical=lexical,
+        exact=frozenset(ask_terms.words or aside_terms.words),
         entities=frozenset(entities_of(ask)),
         numbers=frozenset(numbers_of(ask)),
         dates=tuple(d for d in extract_dates(ask, None) if _ABSOLUTE_DATE.match(d)),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from aml_retriever.candidates import ranked, token_counts
+from aml_retriever.candidates import TermIndex, token_counts
 from aml_retriever.features import Features
 from aml_retriever.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.query import QueryPlan
@@ -101,6 +101,7 @@ class Retrieval:
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
         self.conn = conn
         self.config = config
+        self.index = TermIndex(conn)
         self.rows: dict[int, MessageRow] = {}
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
         self.words_returned: int | None = None  # the words packed, when a budget was given
@@ -152,7 +153,7 @@ class Retrieval:
     def _hits(self, plan: QueryPlan, depth: int, session_id: str | None) -> _Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
         w = self.config.weight
-        found = ranked(self.conn, list(plan.lexical), depth * HIT_FACTOR, session_id)
+        found = self.index.ranked(plan.lexical, depth * HIT_FACTOR, session_id)
         around = self._turns(found)
         self._measure(found, around)
         messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
@@ -160,7 +161,7 @@ class Retrieval:
         windows = self._windows_around(found, around, depth) if w("window") > 0 else []
         segments = self._segments_of(found, around) if w("segment") > 0 else {}
         messages = messages[:depth]
-        options = (ranked(self.conn, list(plan.options), depth, session_id)
+        options = (self.index.ranked(plan.options, depth, session_id)
                    if w("options") > 0 else [])
         following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]], around)
                      if w("adjacency") > 0 else {})

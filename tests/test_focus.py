@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aml_retriever.candidates import MAX_QUERY_TERMS, Term, informative
+from aml_retriever.candidates import MAX_QUERY_TERMS, Term, TermIndex
 from aml_retriever.focus import ASIDE_WEIGHT, ask_and_aside, weighted_terms
 from aml_retriever.query import content_terms, plan
 from aml_retriever.service import MemoryService
@@ -83,7 +83,7 @@ def test_past_the_cap_the_ask_and_the_rare_terms_are_kept(svc):
     aside = [Term("words", "common", ASIDE_WEIGHT)] + [
         Term("words", f"rare{i}", ASIDE_WEIGHT) for i in range(MAX_QUERY_TERMS)]
     with svc.store.connection("u", create=False) as conn:
-        kept = informative(conn, asked + aside)
+        kept = TermIndex(conn).informative(tuple(asked + aside))
     assert len(kept) == MAX_QUERY_TERMS
     assert kept[:10] == asked  # the ask first, in its order
     assert Term("words", "common", ASIDE_WEIGHT) not in kept  # the common aside word gives way
