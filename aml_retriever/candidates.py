@@ -67,6 +67,11 @@ def index_size(conn: sqlite3.Connection) -> int:
     return _varints(row[0])[0] if row and row[0] else 0
 
 
+def idf(n: int, df: int) -> float:
+    """The Lucene IDF of a term `df` of `n` messages hold: positive however common it is."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 class TermIndex:
     """One Search's view of the user's full-text index: its size and each term's document count
     are read once, however many lists and deeper readings ask for them."""
@@ -80,16 +85,19 @@ class TermIndex:
     def size(self) -> int:
         return index_size(self.conn)
 
-    def ranked(self, terms: tuple[Term, ...], limit: int,
-               session_id: str | None = None) -> list[tuple[int, float]]:
+    def ranked(self, terms: tuple[Term, ...], limit: int, session_id: str | None = None,
+               min_idf: float = 0.0) -> list[tuple[int, float]]:
         """The best `limit` messages for these terms (at most MAX_QUERY_TERMS of them, see
         `informative`) as (rowid, score), best first, ties broken by rowid; a message is a
-        candidate when it is among the best `limit` of one term."""
+        candidate when it is among the best `limit` of one term. A term whose IDF is below
+        `min_idf` counts for nothing."""
         if not terms or limit <= 0:
             return []
         n = self.size
         scores: dict[int, float] = defaultdict(float)
         for term in self.informative(terms):
+            if min_idf > 0 and idf(n, self._doc_count(term)) < min_idf:
+                continue  # counted before it is scored: scoring a common term costs most
             hits = self._hits(term, limit, session_id)
             if not hits:
                 continue
@@ -97,9 +105,9 @@ class TermIndex:
                 self._df.setdefault(term, len(hits))
             df = self._doc_count(term)
             fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
-            idf = term.weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            weight = term.weight * idf(n, df)
             for rowid, part in hits:
-                scores[rowid] += idf * part / fts5_idf
+                scores[rowid] += weight * part / fts5_idf
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [(rowid, score) for rowid, score in best if score > 0]
 

@@ -16,6 +16,7 @@ from typing import Any
 from aml_retriever.candidates import TermIndex, token_counts
 from aml_retriever.features import Features
 from aml_retriever.fusion import Candidate, WordBudget, rrf, select
+from aml_retriever.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
@@ -83,6 +84,7 @@ class _Hits:
     windows: list[tuple[Window, float]]
     segments: dict[int, float]
     options: list[tuple[int, float]]
+    bridged: list[tuple[int, float]]  # the second round's hits (hops.py)
     following: dict[int, int]  # the turn after a top hit: {its id: the hit's rank}
     message_order: list[int]  # messages by BM25 mixed with their segment's
     window_order: list[Window]
@@ -165,11 +167,23 @@ class Retrieval:
                    if w("options") > 0 else [])
         following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]], around)
                      if w("adjacency") > 0 else {})
+        bridged = (self._bridged(plan, messages, {m for m, _ in found}, depth, session_id)
+                   if w("hop") > 0 else [])
         self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
-                        | {m for window, _ in windows for m in window})
-        return _Hits(messages, windows, segments, options, following,
+                        | {m for window, _ in windows for m in window} | {m for m, _ in bridged})
+        return _Hits(messages, windows, segments, options, bridged, following,
                      message_order=self._mixed_order(messages, segments, lambda m: m),
                      window_order=self._mixed_order(windows, segments, lambda w: w[-1]))
+
+    def _bridged(self, plan: QueryPlan, messages: list[tuple[int, float]], lexical: set[int],
+                 depth: int, session_id: str | None) -> list[tuple[int, float]]:
+        """The second round: messages found by the terms the best hits lend (hops.py), less
+        those the question's own terms found (they are ranked by those already)."""
+        seeds = [m for m, _ in messages[:HOP_SEEDS]]
+        self._load_rows(seeds)
+        bridges = bridge_terms([self.rows[m].content for m in seeds], plan.lexical)
+        return [hit for hit in self.index.ranked(bridges, depth, session_id, MIN_BRIDGE_IDF)
+                if hit[0] not in lexical]
 
     def _lists(self, plan: QueryPlan, hits: _Hits, candidates: dict[Key, tuple[Candidate, int]]
                ) -> tuple[dict[str, list[Key]], list[Facts]]:
@@ -179,6 +193,7 @@ class Retrieval:
             "lexical": [("message", (m,)) for m in hits.message_order],
             "window": [("window", w) for w in hits.window_order],
             "options": [("message", (m,)) for m, _ in hits.options],
+            "hop": [("message", (m,)) for m, _ in hits.bridged],
         }
         rankers = [(name, ranker) for name, ranker in RANKERS.items() if self.config.weight(name) > 0]
         if not rankers:
@@ -288,7 +303,7 @@ class Retrieval:
             found[("message", (m,))] = (Candidate("message", m, (m,)), rank)
         for rank, w in enumerate(hits.window_order, 1):
             found[("window", w)] = (Candidate("window", w[-1], w), rank)
-        for m in [m for m, _ in hits.options] + list(hits.following):
+        for m in [m for m, _ in hits.options + hits.bridged] + list(hits.following):
             found.setdefault(("message", (m,)), (Candidate("message", m, (m,)), unranked))
         return found
 

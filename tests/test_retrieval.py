@@ -246,3 +246,28 @@ def test_a_window_needs_a_second_member_with_evidence(svc):
     windows = [w for w, _ in hits.windows]
     assert windows  # control: the window joining two matching turns is there
     assert all(sum(m in matched for m in w) >= 2 for w in windows)
+
+
+def test_hop_reaches_evidence_that_shares_no_word_with_the_question(svc):
+    add(svc, "s1", "我叔叔的生日是在11月14号。", "我叔叔叫王志强。", "我同事在深圳上班。",
+        "我表姐特别喜欢阅读。")
+    question = "那个生日是11月14日的人，姓名是什么？"
+    assert "我叔叔叫王志强。" not in contents(svc, question, only())
+    found = contents(svc, question, only(hop=0.3))
+    assert found[0] == "我叔叔的生日是在11月14号。"  # the question's own hit stays first
+    assert "我叔叔叫王志强。" in found  # reached through 叔叔, which the first hit lends
+    assert "我同事在深圳上班。" not in found  # control: nothing bridges to it
+
+
+def test_hop_lends_the_first_hits_rare_words_in_english(svc):
+    add(svc, "s1", "Lena is my sister.", "Lena lives in Porto these days.", "Paris is lovely.")
+    found = contents(svc, "Which city is my sister in?", only(hop=0.3))
+    assert found[0] == "Lena is my sister."
+    assert "Lena lives in Porto these days." in found
+    assert "Paris is lovely." not in found
+    assert "Lena lives in Porto these days." not in contents(svc, "Which city is my sister in?", only())
+
+
+def test_a_word_most_messages_hold_bridges_nothing(svc):
+    add(svc, "s1", "The user's editor is Helix.", "The user's shell is fish.")
+    assert contents(svc, "which editor", only(hop=0.3)) == ["The user's editor is Helix."]
