@@ -30,6 +30,14 @@ def test_run_eval_prints_the_table_and_writes_results(tmp_path, capsys):
     assert len(lines) == data["summary"]["groups"]["all"]["n"]
 
 
+def test_run_eval_puts_the_reference_beside_ours(tmp_path, capsys):
+    assert cli.run_eval([*TINY, "--out", str(tmp_path), "--reference"]) == 0
+    out = capsys.readouterr().out
+    assert "## The plain reference (character-bigram BM25), same questions" in out
+    data = json.loads((tmp_path / "eval-classic-tiny-easy.json").read_text())
+    assert data["reference"]["groups"]["all"]["n"] == data["summary"]["groups"]["all"]["n"] > 0
+
+
 def test_run_eval_ablation_reports_every_signal(tmp_path, capsys):
     assert cli.run_eval([*TINY, "--out", str(tmp_path), "--ablation"]) == 0
     out = capsys.readouterr().out

@@ -40,7 +40,7 @@ def test_same_seed_gives_byte_identical_data():
     assert dataset.dumps(synthetic.generate_json("mixed", "tiny", "mixed", 8)) != first
 
 
-@pytest.mark.parametrize("suite", [*SUITES, "mixed"])
+@pytest.mark.parametrize("suite", [*synthetic.ALL_SUITES, "mixed"])
 @pytest.mark.parametrize("difficulty", synthetic.DIFFICULTY_CHOICES)
 def test_every_evidence_is_the_planted_message_and_unique(suite, difficulty):
     conversations, meta = generate(suite, difficulty, seed=3)
@@ -221,3 +221,34 @@ def test_hard_latin_questions_drop_their_diacritics():
     assert latin
     assert all(q.question.isascii() or "¿" in q.question for q in latin)
     assert any(not q.evidence[0].content.isascii() for q in latin)
+
+
+def test_long_turn_evidence_is_a_short_user_message_answered_at_length():
+    conversations, _ = generate("long_turn", seed=4, scale="small")
+    for conversation in conversations:
+        by_ref, _ = messages_by_ref(conversation)
+        order = list(by_ref)  # Adds in time order, messages in order within each
+        for question in conversation.questions:
+            evidence = question.evidence[0]
+            at = order.index((evidence.request_id, evidence.position))
+            assert by_ref[order[at]]["role"] == "user"
+            assert len(by_ref[order[at]]["content"].split()) < 20
+            # The next assistant turn is the long reply (a later plant may stand between them).
+            reply = next(by_ref[r] for r in order[at + 1:] if by_ref[r]["role"] == "assistant")
+            assert len(reply["content"].split()) >= 300
+            if question.category == "changed":
+                assert question.question.endswith(" now?")
+
+
+def test_chinese_questions_ask_one_of_several_facts_about_a_person():
+    conversations, _ = generate("chinese", seed=4, scale="small")
+    asides = 0
+    for conversation in conversations:
+        corpus = [m["content"] for m in messages_by_ref(conversation)[0].values()]
+        for question in conversation.questions:
+            person = question.evidence[0].content[1:3]  # 我表弟今年36岁。 -> 表弟
+            assert sum(text.startswith("我" + person) for text in corpus) >= 2  # siblings
+            asides += question.category == "aside"
+            if question.category == "aside":
+                assert len(question.question) > 30
+    assert asides > 0

@@ -27,7 +27,6 @@ from aml_retriever.evaluation import (
     synthetic,
 )
 from aml_retriever.evaluation.backends import EvalError, Http
-from aml_retriever.evaluation.suites import SUITES
 from aml_retriever.signals import RetrievalConfig
 
 DEFAULT_OUT = "eval_out"
@@ -56,7 +55,7 @@ def _top_k(text: str) -> int:
 
 def _data_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
-    data.add_argument("--suite", default="mixed", choices=(*SUITES, "mixed"))
+    data.add_argument("--suite", default="mixed", choices=(*synthetic.ALL_SUITES, "mixed"))
     data.add_argument("--scale", default="medium", choices=tuple(synthetic.SCALES))
     data.add_argument("--difficulty", default="mixed", choices=synthetic.DIFFICULTY_CHOICES)
     data.add_argument("--seeds", type=_seeds, default=[1, 2, 3], help="comma-separated (default 1,2,3)")
@@ -92,7 +91,8 @@ def _experiment(args: argparse.Namespace,
                 configs: list[tuple[str, RetrievalConfig]]) -> list[dict[str, Any]]:
     tasks = [experiment.Task(source, tuple(configs), args.top_k,
                              str(Path(args.store_dir) / source.label) if args.store_dir else None,
-                             quiet=args.quiet) for source in _sources(args)]
+                             quiet=args.quiet, reference=getattr(args, "reference", False))
+             for source in _sources(args)]
     return experiment.run_tasks(tasks, args.jobs)
 
 
@@ -118,10 +118,13 @@ def run_eval(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed request (HTTP)")
     parser.add_argument("--no-keep-alive", action="store_true", help="a new connection per request (HTTP)")
     parser.add_argument("--write-data", metavar="DIR", help="write the generated datasets and stop")
+    parser.add_argument("--reference", action="store_true",
+                        help="also answer with the plain character-bigram BM25 reference and put "
+                             "its table beside ours (in-process)")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if args.ablation and args.url:
-        parser.error("--ablation needs the in-process service (it swaps ranking configurations)")
+    if (args.ablation or args.reference) and args.url:
+        parser.error("--ablation and --reference need the in-process service")
     started = time.perf_counter()
     try:
         if args.write_data:
@@ -145,6 +148,11 @@ def run_eval(argv: Sequence[str] | None = None) -> int:
     markdown = report.run_markdown(f"Evaluation: {_describe(args)}", summary, notes)
     data: dict[str, Any] = {"command": command, "seconds": round(seconds, 2), "top_k": args.top_k,
                             "summary": summary, "seeds": [_seed_entry(r) for r in results]}
+    if args.reference:
+        reference = runner.combine_seeds(per_config[experiment.REFERENCE])
+        markdown += "\n## The plain reference (character-bigram BM25), same questions\n\n" + \
+            report.metrics_table(reference) + "\n"
+        data["reference"] = reference
     if args.ablation:
         stem += "-ablation"
         markdown += "\n" + ablation.markdown(per_config, "Ablation", command)

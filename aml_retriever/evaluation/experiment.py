@@ -21,7 +21,11 @@ from typing import Any
 
 from aml_retriever.evaluation import dataset, runner, synthetic
 from aml_retriever.evaluation.backends import InProcess
+from aml_retriever.evaluation.reference import BigramBM25
 from aml_retriever.signals import RetrievalConfig
+
+# The name the reference's results go under, beside the configurations tried.
+REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class Task:
     store_root: str | None = None  # None: a temporary directory, removed afterwards
     quiet: bool = False
     keep_records: bool = True
+    reference: bool = False  # also answer with the bigram BM25 reference (config REFERENCE)
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -90,11 +95,23 @@ def run_task(task: Task) -> dict[str, Any]:
                 if task.keep_records:
                     entry["records"] = records
                 out["configs"][name] = entry
+        if task.reference:
+            out["configs"][REFERENCE] = _reference_entry(task, conversations, progress)
     finally:
         if not task.store_root:
             shutil.rmtree(root, ignore_errors=True)
     out["seconds"] = round(time.perf_counter() - started, 2)
     return out
+
+
+def _reference_entry(task: Task, conversations: Sequence[dataset.Conversation],
+                     progress: Any) -> dict[str, Any]:
+    """The same questions answered by the plain reference (reference.py), scored alike."""
+    backend = BigramBM25()
+    runner.add_all(backend, conversations, progress=None)
+    outcomes = runner.search_all(backend, conversations, task.top_k, progress=progress,
+                                 label=f"[{task.source.label}] search {REFERENCE}")
+    return {"summary": runner.summarise(runner.score(outcomes))}
 
 
 def run_tasks(tasks: Sequence[Task], jobs: int = 1) -> list[dict[str, Any]]:

@@ -111,6 +111,15 @@ class Memory:
         drafts.insert(self.rng.randint(0, len(drafts)), Draft(role, content, key))
         return key
 
+    def plant_exchange(self, session: int, statement: str, reply: str) -> str:
+        """A user's statement at a random place in a session with the assistant's reply right
+        after it; returns the statement's key."""
+        key = self.plant(session, statement)
+        drafts = self.sessions[session].drafts
+        at = next(i for i, d in enumerate(drafts) if d.key == key)
+        drafts.insert(at + 1, Draft("assistant", reply))
+        return key
+
     def filler(self, template: str, **extra: str) -> str:
         values = {name: self.rng.choice(options) for name, options in vocab.FILLER_SLOTS.items()}
         return template.format(**values, **extra)

@@ -17,8 +17,13 @@ Per question, with E evidence messages and r(e) the rank of e (None when never r
              number of evidence messages first retrieved by result i, so a window carrying two
              evidence messages at rank 1 earns both (hence the cap)
   b@Ww       evidence recall when the results are read in order and reading stops after W words
-             (whitespace-separated tokens): e counts when the words read up to the end of its
-             text in its first result are at most W; matched by id only, the whole result counts
+             (whitespace-separated words, each character of Chinese, Japanese, Thai and the like
+             a word of its own, as `max_words` counts them): e counts when the words read up to
+             the end of its text in its first result are at most W; matched by id only, the
+             whole result counts
+
+Volume, per question: `results`, `words` (in all results) and `words@5` (in the first five: what
+a reader of the top of the list pays).
 
 Adversarial questions (the answer is not in memory) have no evidence; for them the measure is how
 low the retriever's confidence is: `confidence_auroc` is the probability that an answerable
@@ -33,6 +38,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from aml_retriever.tokenizer import reading_words
+
 KS = (1, 5, 10, 20, 50, 100)
 BUDGETS = (200, 500, 1000, 2000)
 NDCG_DEPTH = 10
@@ -42,7 +49,7 @@ ALL_HIT_KEYS = tuple(f"all@{k}" for k in KS)
 BUDGET_KEYS = tuple(f"b@{w}w" for w in BUDGETS)
 METRIC_KEYS = (*RECALL_KEYS, *ALL_HIT_KEYS, "MRR", f"nDCG@{NDCG_DEPTH}", *BUDGET_KEYS)
 # Descriptive, not quality: how much the retriever returned.
-VOLUME_KEYS = ("results", "words")
+VOLUME_KEYS = ("results", "words", "words@5")
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def normalise(text: str) -> str:
 
 
 def word_count(text: str) -> int:
-    return len(text.split())
+    return reading_words(text)
 
 
 def results_from_items(items: Iterable[Mapping[str, object]]) -> list[Result]:
@@ -138,7 +145,8 @@ def question_metrics(hits: Sequence[Hit | None]) -> dict[str, float]:
 
 def volume(results: Sequence[Result]) -> dict[str, float]:
     return {"results": float(len(results)),
-            "words": float(sum(word_count(r.content) for r in results))}
+            "words": float(sum(word_count(r.content) for r in results)),
+            "words@5": float(sum(word_count(r.content) for r in results[:5]))}
 
 
 def mean_metrics(rows: Sequence[Mapping[str, float]],

@@ -46,8 +46,8 @@ def metrics_table(summary: dict[str, Any], categories: bool = False) -> str:
         if ("/" in group) != categories:
             continue
         rows.append([_label(group), str(row["n"]), *(fmt(_value(row.get(c))) for c in columns),
-                     f"{_value(row.get('words')) or 0:.0f}"])
-    return table(["", "n", *columns, "words"], rows)
+                     f"{_value(row.get('words@5')) or 0:.0f}", f"{_value(row.get('words')) or 0:.0f}"])
+    return table(["", "n", *columns, "words@5", "words"], rows)
 
 
 def adversarial_line(summary: dict[str, Any]) -> str:

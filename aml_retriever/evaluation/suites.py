@@ -275,7 +275,7 @@ def _change_text(change: Changing, owner: Owner, step: int, value: str) -> str:
     return templates[step % len(templates)].format(S=owner.subject, v=value)
 
 
-def _draw_distinct(mem: Memory, values: Values, k: int) -> list[str]:
+def draw_distinct(mem: Memory, values: Values, k: int) -> list[str]:
     out: list[str] = []
     for _ in range(k * 20):
         value = values(mem)
@@ -295,7 +295,7 @@ def plant_update(mem: Memory, difficulty: str) -> list[Planned]:
     owner = choose_owner(mem, change.concept, owners)
     assert owner is not None
     sessions = mem.sessions_apart(mem.rng.randint(*CHAIN_LENGTH[difficulty]))
-    chain = _draw_distinct(mem, change.values, len(sessions))
+    chain = draw_distinct(mem, change.values, len(sessions))
     if len(chain) < 2:
         return []
     mem.claim(owner.key, change.concept, chain[-1])
@@ -305,7 +305,7 @@ def plant_update(mem: Memory, difficulty: str) -> list[Planned]:
         other = choose_owner(mem, change.concept, RELATIVES, prefer_me=False)
         if other is None:
             break
-        value = _draw_distinct(mem, change.values, 1)[0]
+        value = draw_distinct(mem, change.values, 1)[0]
         mem.claim(other.key, change.concept, value)
         step = mem.rng.randrange(len(change.third_person))
         mem.plant(mem.rng.randrange(len(mem.sessions)),

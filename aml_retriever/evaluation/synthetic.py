@@ -19,10 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aml_retriever.evaluation import vocab
+from aml_retriever.evaluation import shapes, suites, vocab
 from aml_retriever.evaluation.dataset import Conversation, Evidence, Question, dataset_to_json
 from aml_retriever.evaluation.memory import DIFFICULTIES, Draft, Memory, Planned, Session, pick_difficulty
-from aml_retriever.evaluation.suites import MULTILINGUAL_LANGUAGES, PLANTERS, SUITES
+from aml_retriever.evaluation.suites import MULTILINGUAL_LANGUAGES, SUITES
+
+# Every suite a run can name: `mixed` runs SUITES at once; the suites of other data shapes
+# (shapes.py) run on their own, so the mixed figures keep their meaning.
+ALL_SUITES = (*SUITES, *shapes.SHAPE_SUITES)
+PLANTERS = {**suites.PLANTERS, **shapes.PLANTERS}
 
 
 @dataclass(frozen=True)
@@ -145,8 +150,8 @@ def assemble(rng: random.Random, user_id: str, memory: Memory, planned: Sequence
 # ---- entry points ----------------------------------------------------------------------------
 
 def generate_user(suite: str, scale: str, difficulty: str, seed: int, index: int) -> UserData:
-    if suite not in (*SUITES, "mixed"):
-        raise ValueError(f"unknown suite {suite!r}; known: {', '.join((*SUITES, 'mixed'))}")
+    if suite not in (*ALL_SUITES, "mixed"):
+        raise ValueError(f"unknown suite {suite!r}; known: {', '.join((*ALL_SUITES, 'mixed'))}")
     if difficulty not in DIFFICULTY_CHOICES:
         raise ValueError(f"unknown difficulty {difficulty!r}; known: {', '.join(DIFFICULTY_CHOICES)}")
     size = SCALES[scale]
