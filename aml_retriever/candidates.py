@@ -28,6 +28,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from aml_retriever.store import rows_in
 from aml_retriever.tokenizer import quote
@@ -76,8 +77,10 @@ class TermIndex:
     """One Search's view of the user's full-text index: its size and each term's document count
     are read once, however many lists and deeper readings ask for them."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection,
+                 condition: tuple[str, list[Any]] | None = None) -> None:
         self.conn = conn
+        self.condition = condition  # which messages may be found (timeline.Visibility), or all
         self._df: dict[Term, int] = {}
         self._chosen: dict[tuple[Term, ...], list[Term]] = {}
 
@@ -101,7 +104,7 @@ class TermIndex:
             hits = self._hits(term, limit, session_id)
             if not hits:
                 continue
-            if len(hits) < limit and session_id is None:
+            if len(hits) < limit and session_id is None and self.condition is None:
                 self._df.setdefault(term, len(hits))
             df = self._doc_count(term)
             fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
@@ -110,6 +113,10 @@ class TermIndex:
                 scores[rowid] += weight * part / fts5_idf
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [(rowid, score) for rowid, score in best if score > 0]
+
+    def idf(self, term: Term) -> float:
+        """The term's Lucene IDF in this memory (counted once a Search)."""
+        return idf(self.size, self._doc_count(term))
 
     def informative(self, terms: tuple[Term, ...]) -> list[Term]:
         """The question's terms, or past MAX_QUERY_TERMS those that say most: the heavier first
@@ -138,6 +145,9 @@ class TermIndex:
         if session_id is not None:
             sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
             params.append(session_id)
+        if self.condition is not None:
+            sql += f" AND rowid IN (SELECT id FROM messages WHERE {self.condition[0]})"
+            params += self.condition[1]
         sql += " ORDER BY part DESC, rowid LIMIT ?"
         params.append(limit)
         return self.conn.execute(sql, params).fetchall()

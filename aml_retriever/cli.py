@@ -10,17 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__
-from aml_retriever.errors import AmlError
-from aml_retriever.scopes import ScopedMemory, default_global_root
+from aml_retriever import __version__, audit
+from aml_retriever.errors import AmlError, InvalidField
+from aml_retriever.lifecycle import Statements
+from aml_retriever.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
 from aml_retriever.service import MemoryService
-from aml_retriever.settings import SETTINGS, Config, Setting, load
+from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import FTS_TOKENIZE
 
@@ -51,6 +53,21 @@ def _command(commands: Any, name: str, summary: str, description: str,
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="store path (env AML_DB_PATH; default ./aml.db)")
     parser.add_argument("--config", help="JSON file of settings (see config.example.json)")
+
+
+def _read_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", required=True, help="the store: an HTTP store's catalog "
+                        "(./aml.db) or an agent memory (DIR/.aml/memory.db)")
+    parser.add_argument("--user", default=MEMORY_USER,
+                        help=f"the user_id (default {MEMORY_USER}: an agent memory's one user)")
+
+
+def _memory_roots(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project-root", required=True,
+                        help="the project whose local memory this is (DIR/.aml/memory.db)")
+    parser.add_argument("--global-root",
+                        help="where the account's global memory lives (default: the platform's "
+                             f"user data directory, here {default_global_root()})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,18 +114,56 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     mcp = _command(commands, "mcp", "serve the memory tools to an agent over MCP on stdio",
-                   "Serve remember, recall, forget and recent to an MCP client on stdin and "
-                   "stdout (logs on stderr) until end of input, SIGTERM or SIGINT. Local memory "
-                   "lives in PROJECT_ROOT/.aml/memory.db; global memory in GLOBAL_ROOT/memory.db. "
-                   "See docs/MCP.md.",
-                   "python3 -m aml_retriever mcp --project-root /path/to/project")
-    mcp.add_argument("--project-root", required=True,
-                     help="the project whose local memory this is (DIR/.aml/memory.db)")
-    mcp.add_argument("--global-root",
-                     help="where the account's global memory lives (default: the platform's user "
-                          f"data directory, here {default_global_root()})")
-    mcp.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                     help="log level on stderr (content is never logged; default INFO)")
+                   "Serve remember, update, recall, forget, recent, history and handoff to an MCP "
+                   "client on stdin and stdout (logs on stderr) until end of input, SIGTERM or "
+                   "SIGINT. Local memory lives in PROJECT_ROOT/.aml/memory.db; global memory in "
+                   "GLOBAL_ROOT/memory.db. Takes the settings serve takes (ranking, durability, "
+                   "log level, proposed_statements); see docs/MCP.md.",
+                   "python3 -m aml_retriever mcp --project-root /path/to/project --config my.json")
+    _memory_roots(mcp)
+    mcp.add_argument("--config", help="JSON file of settings (see config.example.json)")
+    for setting in SETTINGS:
+        _add_setting(mcp, setting)
+
+    review = _command(commands, "review", "list, confirm or reject statements awaiting review",
+                      "A person's review of what agents inferred: without --confirm or --reject, "
+                      "list the proposed statements; --confirm makes one part of default recall, "
+                      "--reject forgets it and leaves a tombstone (its text hash). Every change is "
+                      "audited with actor cli.",
+                      "python3 -m aml_retriever review --db ./.aml/memory.db --confirm m12")
+    _read_store_options(review)
+    review.add_argument("--confirm", action="append", default=[], metavar="ID",
+                        help="confirm this statement (m12, 12 or local:12); repeatable")
+    review.add_argument("--reject", action="append", default=[], metavar="ID",
+                        help="reject this statement; repeatable")
+
+    audit_log = _command(commands, "audit", "print a user's audit log (never content) as JSON",
+                         "Print one page of a user's append-only audit log, oldest first: time, "
+                         "action, actor, message ids, request id, keyed content hash.",
+                         "python3 -m aml_retriever audit --db ./aml.db --user user-1 --limit 50")
+    _read_store_options(audit_log)
+    audit_log.add_argument("--cursor", type=int, default=0,
+                           help="next_cursor of the previous page (default: from the start)")
+    audit_log.add_argument("--limit", type=int, default=100, help="events at most (1 to 1000)")
+
+    history = _command(commands, "history", "print every version of a statement and its events",
+                       "Print the versions of one statement (what it replaced, what replaced it), "
+                       "oldest first, and every audit event about them.",
+                       "python3 -m aml_retriever history --db ./.aml/memory.db m12")
+    _read_store_options(history)
+    history.add_argument("id", help="the statement or message id (m12, 12 or local:12)")
+
+    export = _command(commands, "export", "render a memory as a readable document",
+                      "Write one scope of an agent's memory as Markdown (MEMORY.md): its current "
+                      "statements, newest first, one a line with id, kind and time, the handoff "
+                      "first. Written only when asked; never read back as memory.",
+                      "python3 -m aml_retriever export --markdown --project-root . --out MEMORY.md")
+    export.add_argument("--markdown", action="store_true", required=True,
+                        help="Markdown, the one format (required, so later formats stay explicit)")
+    _memory_roots(export)
+    export.add_argument("--scope", choices=("local", "global"), default="local",
+                        help="which memory (default local)")
+    export.add_argument("--out", help="write to this file (default: standard output)")
 
     _command(commands, "check", "check Python, SQLite and FTS5 on this machine",
              "Environment self-check; exits 1 when something is missing.",
@@ -157,7 +212,7 @@ def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Co
 def _delete_user(args: argparse.Namespace) -> int:
     store, _ = _store(args)
     try:
-        _print(MemoryService(store).delete_user(args.user))
+        _print(MemoryService(store).delete_user(args.user, actor="cli"))
     finally:
         store.close()
     return 0
@@ -197,19 +252,95 @@ def _reindex(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from aml_retriever.mcp_server import serve_stdio
 
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+    config = _settings(args)
+    logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    project_root = Path(args.project_root).expanduser()
-    if not project_root.is_dir():
-        print(f"error: --project-root {project_root} is not a directory", file=sys.stderr)
-        return 1
-    global_root = Path(args.global_root).expanduser().resolve() if args.global_root else None
-    memory = ScopedMemory.at(project_root.resolve(), global_root)
+    memory = _memory(args, config)
     logging.getLogger("aml_retriever.mcp").info(
         "serving MCP on stdio: local memory %s, global memory %s", memory.stores["local"],
         memory.stores["global"])
     serve_stdio(memory)
     return 0
+
+
+def _memory(args: argparse.Namespace, config: Config | None = None) -> ScopedMemory:
+    """The agent memory of --project-root and --global-root, with the settings given."""
+    config = config or load()
+    project_root = Path(args.project_root).expanduser()
+    if not project_root.is_dir():
+        raise InvalidField(f"--project-root {project_root} is not a directory", "project_root")
+    global_root = Path(args.global_root).expanduser().resolve() if args.global_root else None
+    return ScopedMemory.at(project_root.resolve(), global_root,
+                           retrieval=memory_retrieval(config.retrieval(),
+                                                      parse_weights(config.signal_weights)),
+                           proposed=config.proposed_statements, synchronous=config.synchronous)
+
+
+def _existing_store(args: argparse.Namespace) -> Store:
+    """The store a read or review names; refused when there is none (never created here)."""
+    if not Path(args.db).is_file():
+        raise InvalidField(f"--db {args.db} is not a store (no such file)", "db")
+    return Store(args.db, reindexing=True)
+
+
+def _review(args: argparse.Namespace) -> int:
+    store = _existing_store(args)
+    statements = Statements(MemoryService(store), args.user, "cli")
+    try:
+        if not args.confirm and not args.reject:
+            _print({"proposed": statements.proposed(audit.MAX_PAGE)})
+            return 0
+        changed = {"confirmed": [statements.confirm(message_number(i)).statement
+                                 for i in args.confirm],
+                   "rejected": [statements.reject(message_number(i)).statement
+                                for i in args.reject]}
+        store.checkpoint_dirty()
+        _print(changed)
+    finally:
+        store.close()
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= audit.MAX_PAGE or args.cursor < 0:
+        raise InvalidField(f"--limit must be from 1 to {audit.MAX_PAGE} and --cursor at least 0",
+                           "limit")
+    store = _existing_store(args)
+    try:
+        _print(MemoryService(store).audit(args.user, args.cursor, args.limit))
+    finally:
+        store.close()
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    store = _existing_store(args)
+    try:
+        _print(Statements(MemoryService(store), args.user, "cli").history(message_number(args.id)))
+    finally:
+        store.close()
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    memory = _memory(args)
+    try:
+        text = memory.markdown(args.scope)
+    finally:
+        memory.close()
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def message_number(text: str) -> int:
+    """A message id as a person types it: m12, 12, or an agent's local:12 / global:12."""
+    match = re.fullmatch(r"(?:m|local:|global:)?([1-9][0-9]{0,17})", text.strip())
+    if match is None:
+        raise InvalidField(f"{text[:40]!r} is not a statement id (m12, 12 or local:12)", "id")
+    return int(match.group(1))
 
 
 def _check(_: argparse.Namespace) -> int:
@@ -241,4 +372,5 @@ def _print(payload: dict[str, Any]) -> None:
 
 
 COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
-            "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check}
+            "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check,
+            "review": _review, "audit": _audit, "history": _history, "export": _export}

@@ -176,3 +176,28 @@ def covers(period: str, date: str) -> bool:
     """True when a date ('2023-05-20', '2023-05' or '2023') falls within a period of any precision,
     or the period within it: '2023-05' covers '2023-05-20', and '2023-05-20' meets '2023-05'."""
     return date.startswith(period) or period.startswith(date)
+
+
+def iso_utc(ms: int) -> str:
+    """ISO 8601 in UTC with a Z; milliseconds only when there are any (every time in an answer)."""
+    moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
+    return moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds") + "Z"
+
+
+def period_end_ms(period: str) -> int | None:
+    """The last millisecond (UTC) of a period as extract_dates writes it ("2021", "2021-03",
+    "2021-03-05"); None for anything else."""
+    parts = period.split("-")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    year, month, day = (int(p) for p in [*parts, "0", "0"][:3])
+    try:
+        if len(parts) == 1:
+            after = dt.date(year + 1, 1, 1)
+        elif len(parts) == 2:
+            after = _shift_months(dt.date(year, month, 1), 1)
+        else:
+            after = dt.date(year, month, day) + dt.timedelta(days=1)
+    except ValueError:
+        return None
+    return (after - dt.date(1970, 1, 1)).days * 86_400_000 - 1

@@ -37,8 +37,10 @@ from typing import Any, BinaryIO
 
 from aml_retriever import __version__
 from aml_retriever.errors import AmlError, InvalidField
-from aml_retriever.scopes import DEFAULT_KIND, SCOPES, AmbiguousText, ScopedMemory
-from aml_retriever.validation import TOP_K_DEFAULT, TOP_K_MAX, is_text
+from aml_retriever.lifecycle import ORIGINS
+from aml_retriever.scopes import DEFAULT_KIND, HANDOFF_KIND, SCOPES, AmbiguousText, ScopedMemory
+from aml_retriever.timeline import ReadFilter
+from aml_retriever.validation import TOP_K_DEFAULT, TOP_K_MAX, is_text, parse_timestamp
 
 log = logging.getLogger("aml_retriever.mcp")
 
@@ -86,6 +88,8 @@ class Argument:
 
 def _conforms(value: Any, schema: dict[str, Any]) -> bool:
     """Whether a value meets the subset of JSON Schema the tool arguments use."""
+    if schema["type"] == "boolean":
+        return isinstance(value, bool)
     if schema["type"] == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)
                 and schema["minimum"] <= value <= schema["maximum"])
@@ -119,9 +123,34 @@ BOTH_SCOPES = ("Which memory: 'local' (this project) or 'global' (the user's, ac
                "Leave it out to use both.")
 
 
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties)}
+def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties,
+            "required": [name for name in properties if name not in optional]}
 
+
+def _flag(name: str, description: str) -> Argument:
+    return Argument(name, {"type": "boolean", "description": description}, "must be true or false")
+
+
+def _time(name: str, description: str) -> Argument:
+    return Argument(name, {"type": "string", "minLength": 4, "maxLength": 40,
+                           "pattern": r"^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:?\d{2})?)?$",
+                           "description": description},
+                    "must be an ISO 8601 date or time, such as 2025-03-01 or 2025-03-01T12:00:00Z")
+
+
+STATEMENT_ID_ARGUMENT = Argument(
+    "id", {"type": "string", "pattern": "^(local|global):[1-9][0-9]{0,17}$",
+           "description": "The statement's id as recall or recent return it."},
+    "must be a statement id as recall or recent return it, such as local:42")
+KIND = Argument("kind", {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$",
+                         "description": "Optional label, e.g. fact, preference, decision, identity "
+                                        f"(default {DEFAULT_KIND}). A query naming it favours "
+                                        f"statements of that kind; '{HANDOFF_KIND}' is reserved."},
+                "must be a short label: a letter, then at most 31 letters, digits, - or _ "
+                "(e.g. preference)")
+CONTENT = _text("content", MAX_CONTENT_CHARS, "The statement to remember, self-contained.",
+                "the statement to remember", "; split a longer text into several statements")
 
 _STATEMENT = {
     "id": {"type": "string", "description": "The statement's id, e.g. local:42; forget takes it."},
@@ -129,12 +158,28 @@ _STATEMENT = {
     "content": {"type": "string", "description": "The statement as it was remembered."},
     "kind": {"type": "string"},
     "time": {"type": "string", "description": "When it was remembered, ISO 8601 UTC."},
+    "valid_from": {"type": "string", "description": "When it became true: a date the statement "
+                                                    "names, else when it was remembered."},
+    "origin": {"type": "string", "enum": list(ORIGINS),
+               "description": "user: a person said it; agent: an agent inferred it."},
+    "trust": {"type": "string", "enum": ["confirmed", "proposed"],
+              "description": "proposed: inferred and not yet confirmed by a person."},
+    "superseded_by": {"type": "string", "description": "The statement that replaced this one "
+                                                       "(only on replaced versions)."},
 }
-STATEMENT = _object(_STATEMENT)
+STATEMENT = _object(_STATEMENT, ("superseded_by",))
 RECALLED = _object({**_STATEMENT,
                     "score": {"type": "number", "description": "Fused rank score; higher is better."},
                     "why": {"type": "array", "items": {"type": "string"},
-                            "description": "The signals that matched it."}})
+                            "description": "The signals that matched it."}}, ("superseded_by",))
+CHANGED = _object({"statement": STATEMENT, "replayed": {"type": "boolean"},
+                   "note": {"type": "string"}, "replaced": STATEMENT}, ("note", "replaced"))
+EVENT = {"type": "object", "properties": {
+    "seq": {"type": "integer"}, "at": {"type": "string"}, "action": {"type": "string"},
+    "actor": {"type": "string"}, "message_ids": {"type": "array", "items": {"type": "string"}},
+    "content_hash": {"type": "string"}}}
+WRITES = {"readOnlyHint": False, "openWorldHint": False}
+READS = {"readOnlyHint": True, "openWorldHint": False}
 
 
 @dataclass(frozen=True)
@@ -183,65 +228,116 @@ def _shown(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:40] + "...")
 
 
+def _read(a: dict[str, Any], default: ReadFilter) -> ReadFilter:
+    """The timeline arguments of recall (already checked against their schemas)."""
+    return ReadFilter(as_of_ms=parse_timestamp(a.get("as_of"), "as_of"),
+                      since_ms=parse_timestamp(a.get("since"), "since"),
+                      until_ms=parse_timestamp(a.get("until"), "until"),
+                      include_history=a.get("include_history", False),
+                      include_proposed=a.get("include_proposed", default.include_proposed),
+                      kind=a.get("kind"))
+
+
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool("remember", "Remember a statement",
          "Keep one statement in long-term memory so that later sessions can recall it. Write it "
          "self-contained, as it should read later (e.g. 'The user prefers pytest over "
          "unittest.'). scope 'local' (default) keeps it with this project only; 'global' keeps "
          "it for the user across every project (who they are, standing preferences). "
-         "Remembering the same text again returns the stored statement (replayed: true) "
-         "instead of a copy.",
-         (_text("content", MAX_CONTENT_CHARS, "The statement to remember, self-contained.",
-                "the statement to remember", "; split a longer text into several statements"),
+         "Remembering the same statement again (case and spacing aside) returns the stored one "
+         "(replayed: true) instead of a copy. When a fact changed, call update on the old "
+         "statement instead. origin 'agent' marks something you inferred rather than were told: "
+         "it stays proposed until a person confirms it. A statement that was forgotten or "
+         "rejected is refused unless force is true.",
+         (CONTENT,
           _scope("Where to keep it: 'local' (this project, the default) or 'global' (the "
                  "user, across projects)."),
-          Argument("kind", {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$",
-                            "description": "Optional label, e.g. fact, preference, decision, "
-                                           f"identity (default {DEFAULT_KIND}). A query naming "
-                                           "it favours statements of that kind."},
-                   "must be a short label: a letter, then at most 31 letters, digits, - or _ "
-                   "(e.g. preference)")),
-         ("content",), _object({"statement": STATEMENT, "replayed": {"type": "boolean"}}),
-         {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-          "openWorldHint": False},
+          KIND,
+          Argument("origin", {"type": "string", "enum": list(ORIGINS),
+                              "description": "user (default): a person said it; agent: you "
+                                             "inferred it (kept as proposed)."},
+                   'must be "user" or "agent"'),
+          _flag("force", "Remember it even though it was forgotten or rejected before.")),
+         ("content",), CHANGED, {**WRITES, "destructiveHint": False, "idempotentHint": True},
          lambda memory, a: memory.remember(a["content"], a.get("scope", "local"),
-                                           a.get("kind", DEFAULT_KIND))),
+                                           a.get("kind", DEFAULT_KIND), a.get("origin", "user"),
+                                           a.get("force", False))),
+    Tool("update", "Update a statement",
+         "Replace a statement whose fact changed with its new version (e.g. local:12 'The "
+         "project targets Python 3.10.' -> 'The project targets Python 3.12.'). The old version "
+         "leaves recall but stays in its history (history, or recall with include_history).",
+         (STATEMENT_ID_ARGUMENT, CONTENT, KIND),
+         ("id", "content"), CHANGED, {**WRITES, "destructiveHint": False, "idempotentHint": True},
+         lambda memory, a: memory.update(a["id"], a["content"], a.get("kind"))),
     Tool("recall", "Recall statements",
          "Search memory for the statements most relevant to a query, best first. Searches this "
-         "project's (local) and the user's (global) memory together unless scope is given. Each "
-         "result has its id (forget takes it), scope, kind, the time it was remembered, and why: "
-         "the signals that matched it (lexical: shares words with the query; coverage: holds "
-         "most of its words; entity, number, date: shares a name, number or date; speaker: its "
-         "kind or speaker is named; segment: remembered together with other matches; "
-         "supersession: a newer update of the same thing).",
+         "project's (local) and the user's (global) memory together unless scope is given. When "
+         "a fact was restated over time, the newest statement comes first unless the query asks "
+         "about the past ('before', 'originally', 'in 2023'). Each result has its id, scope, "
+         "kind, times, trust, and why: the signals that matched it (lexical: shares words with "
+         "the query; coverage: holds most of its words; entity, number, date: shares a name, "
+         "number or date; speaker: its kind is named; segment: remembered together with other "
+         "matches; versions: the newest of statements about the same thing). as_of reads the "
+         "memory as it was at a past time; since and until keep statements true in that range.",
          (_text("query", MAX_QUERY_CHARS, "What to look for, in words likely to appear in the "
                 "statements.", "what to look for"),
-          LIMIT, _scope(BOTH_SCOPES)),
-         ("query",), _object({"results": {"type": "array", "items": RECALLED}}),
-         {"readOnlyHint": True, "openWorldHint": False},
-         lambda memory, a: memory.recall(a["query"], a.get("limit", TOP_K_DEFAULT), a.get("scope"))),
+          LIMIT, _scope(BOTH_SCOPES),
+          Argument("kind", {"type": "string", "pattern": KIND.schema["pattern"],
+                            "description": "Only statements of this kind."}, KIND.rule),
+          _time("as_of", "Read the memory as it was at this time (ISO 8601)."),
+          _time("since", "Only statements true from this time on (ISO 8601)."),
+          _time("until", "Only statements true by this time (ISO 8601)."),
+          _flag("include_history", "Also return replaced versions (marked superseded_by)."),
+          _flag("include_proposed", "Return statements not yet confirmed by a person (marked "
+                                    "trust: proposed); the server's setting decides by default.")),
+         ("query",), _object({"results": {"type": "array", "items": RECALLED}}), READS,
+         lambda memory, a: memory.recall(a["query"], a.get("limit", TOP_K_DEFAULT), a.get("scope"),
+                                         _read(a, memory.default_read()))),
     Tool("forget", "Forget a statement",
          "Remove exactly one statement from memory, named by its id (from recall or recent, e.g. "
-         "local:42) or by its exact text. Give id or text, not both. If the text matches several "
+         "local:42) or by its text. Give id or text, not both. If the text matches several "
          "statements, none is removed and their ids are listed: call again with one id. The "
-         "removal is recorded (id and time, never the text).",
-         (Argument("id", {"type": "string", "pattern": "^(local|global):[1-9][0-9]{0,17}$",
-                          "description": "The statement's id as recall or recent return it."},
-                   "must be a statement id as recall or recent return it, such as local:42"),
-          _text("text", MAX_CONTENT_CHARS, "The statement's exact text (instead of id).",
+         "removal is recorded (id, time and a keyed hash, never the text), and remembering the "
+         "same text later needs force: true.",
+         (STATEMENT_ID_ARGUMENT,
+          _text("text", MAX_CONTENT_CHARS, "The statement's text (instead of id).",
                 "the statement's exact text"),
           _scope("With text: which memory to look in (default both). With id: not needed.")),
          (), _object({"forgotten": STATEMENT}),
-         {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
-          "openWorldHint": False},
+         {**WRITES, "destructiveHint": True, "idempotentHint": True},
          lambda memory, a: memory.forget(a.get("id"), a.get("text"), a.get("scope"))),
     Tool("recent", "Recent statements",
-         "The newest statements in memory, newest first: call it when a session starts to pick "
-         "up where the last one left off. Both memories unless scope is given.",
-         (LIMIT, _scope(BOTH_SCOPES)),
-         (), _object({"results": {"type": "array", "items": STATEMENT}}),
-         {"readOnlyHint": True, "openWorldHint": False},
-         lambda memory, a: memory.recent(a.get("limit", TOP_K_DEFAULT), a.get("scope"))),
+         "The newest current statements, newest first: call it when a session starts to pick "
+         "up where the last one left off (the last session's handoff comes first). Both "
+         "memories unless scope is given. Pass next_cursor back as cursor for the next page.",
+         (LIMIT, _scope(BOTH_SCOPES),
+          Argument("kind", {"type": "string", "pattern": KIND.schema["pattern"],
+                            "description": "Only statements of this kind."}, KIND.rule),
+          Argument("cursor", {"type": "string", "minLength": 1, "maxLength": 200,
+                              "pattern": "^[A-Za-z0-9_-]+$",
+                              "description": "next_cursor from the previous page."},
+                   "must be a next_cursor exactly as recent returned it")),
+         (), _object({"results": {"type": "array", "items": STATEMENT},
+                      "next_cursor": {"type": ["string", "null"]}}), READS,
+         lambda memory, a: memory.recent(a.get("limit", TOP_K_DEFAULT), a.get("scope"),
+                                         a.get("kind"), a.get("cursor"))),
+    Tool("history", "History of a statement",
+         "Every version of a statement (what it replaced and what replaced it), oldest first, "
+         "and every recorded change to them (remember, update, forget, confirm, reject).",
+         (STATEMENT_ID_ARGUMENT,), ("id",),
+         _object({"versions": {"type": "array", "items": STATEMENT},
+                  "events": {"type": "array", "items": EVENT}}), READS,
+         lambda memory, a: memory.history(a["id"])),
+    Tool("handoff", "Hand off to the next session",
+         "With content: record what the next session should know first (where the work stands, "
+         "what is next), replacing the previous handoff, which stays in history. Without "
+         "content: read the current handoff (recent also lists it first).",
+         (_text("content", MAX_CONTENT_CHARS, "The handoff note for the next session.",
+                "the handoff note"),),
+         (), _object({"handoff": {"type": ["object", "null"]}, "replaced": STATEMENT},
+                     ("replaced",)),
+         {**WRITES, "destructiveHint": False, "idempotentHint": True},
+         lambda memory, a: memory.handoff(a.get("content"))),
 )}
 
 
@@ -430,8 +526,16 @@ class StdioTransport:
     def _answer(self, line: bytes) -> Any:
         if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
             self._skip_rest_of_line()
-            return error_response(None, INVALID_REQUEST,
-                                  f"a message must be at most {MAX_MESSAGE_BYTES} bytes")
+            request_id = leading_id(line)
+            if request_id is None:
+                # No id to answer: a client waiting on this request would wait forever, so the
+                # server says why and ends, and the client sees its pipe close instead.
+                log.warning("a message over %d bytes without a readable id; stopping",
+                            MAX_MESSAGE_BYTES)
+                self._stopping = True
+            return error_response(request_id, INVALID_REQUEST,
+                                  f"a message must be at most {MAX_MESSAGE_BYTES} bytes; split "
+                                  "a long text into several statements")
         return self.server.handle_line(line)
 
     def _skip_rest_of_line(self) -> None:
@@ -448,6 +552,34 @@ class StdioTransport:
             data = json.dumps(answer, separators=(",", ":")).encode("ascii")
         self.outstream.write(data + b"\n")
         self.outstream.flush()
+
+
+def leading_id(prefix: bytes) -> str | int | None:
+    """The id of a JSON-RPC request read only in part (too long to read whole): found when the
+    id comes before the long value, as clients write it ({"jsonrpc", "id", "method", "params"})."""
+    text = prefix.decode("utf-8", "ignore")
+    decoder = json.JSONDecoder()
+    depth, at = 0, 0
+    while at < len(text):
+        char = text[at]
+        if char == '"':
+            try:
+                key, end = decoder.raw_decode(text, at)
+            except ValueError:
+                return None  # the string runs past what was read
+            colon = re.match(r"\s*:\s*", text[end:])
+            if depth == 1 and key == "id" and colon:
+                try:
+                    value, _ = decoder.raw_decode(text, end + colon.end())
+                except ValueError:
+                    return None
+                ok = isinstance(value, (str, int)) and not isinstance(value, bool)
+                return value if ok else None
+            at = end
+            continue
+        depth += {"{": 1, "[": 1, "}": -1, "]": -1}.get(char, 0)
+        at += 1
+    return None
 
 
 def serve_stdio(memory: ScopedMemory) -> None:

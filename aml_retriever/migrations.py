@@ -17,19 +17,35 @@ STORE_FORMAT = "aml_retriever-store"
 SHARD_FORMAT = "aml_retriever-user-shard"
 
 # What a catalog holds: what this store is and which index settings built it; nothing of any user.
+# That a user was deleted, when and by which transport: nothing else (no user id, no hash of
+# one, no counts), so the record identifies no one and recovers nothing (audit.py).
+_DELETIONS = """
+CREATE TABLE deletions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL
+);
+CREATE TRIGGER deletions_refuse_updates BEFORE UPDATE ON deletions
+BEGIN SELECT RAISE(ABORT, 'the deletion record is append-only'); END;
+CREATE TRIGGER deletions_refuse_deletes BEFORE DELETE ON deletions
+BEGIN SELECT RAISE(ABORT, 'the deletion record is append-only'); END;
+"""
+
 CATALOG_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+""" + _DELETIONS
 
 CATALOG_MIGRATIONS: tuple[str, ...] = (
     # 1: what this store is and which index settings built it; nothing of any user lives here.
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 2: the record that a user was deleted (time and transport only).
+    _DELETIONS,
 )
 
-# The messages table and its order index as they are now (SHARD_SCHEMA and migration 4 make them).
-_MESSAGES_TABLE = """
+# The messages table as migration 4 made it (migration 5 adds the lifecycle columns at its end).
+_MESSAGES_V4 = """
 -- Every original message, byte for byte. The id is the arrival order and is never reused
 -- (AUTOINCREMENT), so a result id stays unique for the life of the store.
 CREATE TABLE messages (
@@ -46,8 +62,62 @@ CREATE TABLE messages (
     prev_id INTEGER,
     next_id INTEGER
 );"""
+# The messages table as it is now: schema 4's, with the lifecycle columns migration 5 added.
+_MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
+    -- The lifecycle (lifecycle.py). When the store took it: the record time `as_of` reads by.
+    recorded_ms INTEGER NOT NULL DEFAULT 0,
+    valid_ms INTEGER,                     -- when it became true, when not its timestamp
+    retired_ms INTEGER,                   -- when an update replaced it (NULL: it is current)
+    superseded_by INTEGER,                -- the message that replaced it
+    origin TEXT NOT NULL DEFAULT 'user',  -- who said it: 'user' (a person) or 'agent' (inferred)
+    trust TEXT NOT NULL DEFAULT 'confirmed',  -- 'proposed' until a person confirms it
+    fingerprint BLOB                      -- statements: keyed hash of the normalised text
+);"""
 # The conversation order of a session across Adds: (timestamp, arrival).
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
+
+
+# Refuses deleting audit rows; only deleting the whole user drops it for its one transaction.
+AUDIT_DELETE_GUARD = """
+CREATE TRIGGER audit_refuses_deletes BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+
+# What the lifecycle adds beside the messages (SHARD_SCHEMA and migration 5 make them alike).
+_LIFECYCLE = """
+-- A statement by its keyed text hash: replays and tombstones are found here, not by scanning.
+CREATE INDEX messages_by_fingerprint ON messages (fingerprint) WHERE fingerprint IS NOT NULL;
+-- What a default read must leave out (replaced or unconfirmed statements): usually nothing, and
+-- this index answers "is there any?" without reading the messages.
+CREATE INDEX messages_withheld ON messages (id) WHERE retired_ms IS NOT NULL OR trust != 'confirmed';
+
+-- A forgotten or rejected statement leaves its keyed text hash (never its text), so remembering
+-- it again is refused unless the caller says it is intended.
+CREATE TABLE tombstones (
+    fingerprint BLOB PRIMARY KEY,
+    removed_ms INTEGER NOT NULL,
+    reason TEXT NOT NULL                  -- 'forget' or 'reject'
+) WITHOUT ROWID;
+
+-- Every change to this user's memory, appended and never edited (the triggers refuse it): who
+-- (actor: http, cli, mcp), what (action), when, which messages, the Add's request id, and a
+-- keyed hash of the content (HMAC with this file's secret, so it confirms nothing without the
+-- file, and nothing at all once deletion has replaced the secret).
+CREATE TABLE audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    message_ids TEXT NOT NULL,            -- JSON list of the messages.id concerned
+    request_id TEXT,
+    content_hash TEXT
+);
+CREATE TRIGGER audit_refuses_updates BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+""" + AUDIT_DELETE_GUARD + """
+-- The key of this file's keyed hashes; deleting the user replaces it.
+INSERT OR IGNORE INTO meta (key, value) VALUES ('secret', lower(hex(randomblob(32))));
+"""
 
 SHARD_SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -107,7 +177,7 @@ CREATE TABLE removals (
     removed_ms INTEGER NOT NULL,
     reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
 );
-"""
+""" + _LIFECYCLE
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
     # 1: the original messages with their features, the idempotency records, the per-session
@@ -212,7 +282,7 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE requests ADD COLUMN first_message_id INTEGER NOT NULL DEFAULT 0;
     UPDATE requests SET first_message_id = coalesce((SELECT min(id - position) FROM messages
                                                      WHERE messages.request_id = requests.request_id), 0);
-{_MESSAGES_TABLE.replace("CREATE TABLE messages (", "CREATE TABLE messages_v4 (")}
+{_MESSAGES_V4.replace("CREATE TABLE messages (", "CREATE TABLE messages_v4 (")}
     INSERT INTO messages_v4 (id, session_id, role, content, timestamp_ms, timestamp_assigned,
                              segment_id, features, prev_id, next_id)
     SELECT id, session_id, role, content, timestamp_ms, timestamp_assigned, segment_id, features,
@@ -226,4 +296,22 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE messages_v4 RENAME TO messages;
     {_MESSAGES_BY_SESSION}
     """,
+    # 5: the lifecycle (lifecycle.py, audit.py): each message's record time, event time, trust
+    # and origin, supersession links and a keyed text hash; tombstones; the append-only audit
+    # log. Columns are added at the end (older SQLite can add no other way); a message stored
+    # before keeps its request's receive time as its record time (the nearest request at or
+    # before its id took it: an Add's ids are consecutive), and counts as said by a person.
+    """
+    ALTER TABLE messages ADD COLUMN recorded_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN valid_ms INTEGER;
+    ALTER TABLE messages ADD COLUMN retired_ms INTEGER;
+    ALTER TABLE messages ADD COLUMN superseded_by INTEGER;
+    ALTER TABLE messages ADD COLUMN origin TEXT NOT NULL DEFAULT 'user';
+    ALTER TABLE messages ADD COLUMN trust TEXT NOT NULL DEFAULT 'confirmed';
+    ALTER TABLE messages ADD COLUMN fingerprint BLOB;
+    CREATE INDEX requests_by_first_id ON requests (first_message_id);
+    UPDATE messages SET recorded_ms = coalesce((SELECT created_ms FROM requests
+        WHERE first_message_id <= messages.id ORDER BY first_message_id DESC LIMIT 1), timestamp_ms);
+    DROP INDEX requests_by_first_id;
+    """ + _LIFECYCLE,
 )

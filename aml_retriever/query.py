@@ -24,6 +24,12 @@ _ASKS_CURRENT = re.compile(r"\b(now|currently|current|these days|at the moment|s
 _ASKS_HISTORY = re.compile(r"\b(before|used to|first|originally|previously|earlier|initially|"
                            r"formerly|at first|at the time|back then|old|previous|former|ago|"
                            r"in (?:19|20)\d\d)\b", re.IGNORECASE)
+# Questions about a past version of something that changed (versions.py): the first one, or the
+# one before the latest (or before a value the question names).
+_ASKS_FIRST = re.compile(r"\b(originally|at first|initially|first|in the beginning|to begin with|"
+                         r"at the start)\b", re.IGNORECASE)
+_ASKS_BEFORE = re.compile(r"\b(before|used to|previously|earlier|formerly|prior to|previous|former|"
+                          r"old|back then|at the time)\b", re.IGNORECASE)
 # The words that make a question about the present; they say when, not what, so they never count
 # as the subject an update must share with the question ("now" is in half of all chatter).
 CURRENT_CUES = frozenset({"now", "currently", "current", "these", "days", "moment", "still",
@@ -46,6 +52,12 @@ class QueryPlan:
     options: tuple[Term, ...]
     first_person: bool = False
     speakers: frozenset[str] = frozenset()  # speakers of this user the question names
+    past: str | None = None  # which past version it asks for: 'first', 'before' or None
+
+    @property
+    def period(self) -> str | None:
+        """The period the question names ("in 2021"), whose then-current version it asks for."""
+        return self.dates[0] if self.dates else None
 
     @property
     def subject(self) -> frozenset[str]:
@@ -95,6 +107,7 @@ def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
         asks_current=_ASKS_CURRENT.search(ask) is not None and not asks_history,
         options=tuple(weighted_terms(option_terms, QueryTerms([], []))),
         first_person=_FIRST_PERSON.search(ask) is not None,
+        past="first" if _ASKS_FIRST.search(ask) else "before" if _ASKS_BEFORE.search(ask) else None,
     )
 
 

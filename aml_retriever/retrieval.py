@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from aml_retriever.candidates import TermIndex, token_counts
+from aml_retriever.candidates import Term, TermIndex, token_counts
 from aml_retriever.features import Features
 from aml_retriever.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
@@ -21,7 +21,10 @@ from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import rows_in
+from aml_retriever.timeline import CURRENT, ReadFilter, Visibility
 from aml_retriever.tokenizer import index_text, reading_words, words_of
+from aml_retriever.versions import DEPTH as VERSIONS_DEPTH
+from aml_retriever.versions import Statement, arrange, content_words, families
 from aml_retriever.views import Turn, turns, windows_around
 
 # Message hits read per candidate wanted: windows and segments are scored from the hits they
@@ -57,6 +60,11 @@ class MessageRow:
     timestamp_ms: int
     segment_id: int | None
     features_json: str
+    recorded_ms: int
+    valid_ms: int | None
+    retired_ms: int | None
+    superseded_by: int | None
+    trust: str
 
     @cached_property
     def features(self) -> Features:
@@ -100,16 +108,25 @@ class Result:
 class Retrieval:
     """One Search over one user's file."""
 
-    def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig) -> None:
+    def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig,
+                 read: ReadFilter = CURRENT) -> None:
         self.conn = conn
         self.config = config
-        self.index = TermIndex(conn)
+        self.read = read
         self.rows: dict[int, MessageRow] = {}
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
         self.words_returned: int | None = None  # the words packed, when a budget was given
         self._shared: dict[int, frozenset[str]] = {}  # message id -> the question's words it has
         self._wanted: frozenset[str] = frozenset()
         self._wanted_ascii: re.Pattern[str] | None = None
+
+    @cached_property
+    def visible(self) -> Visibility:
+        return Visibility.of(self.conn, self.read)
+
+    @cached_property
+    def index(self) -> TermIndex:
+        return TermIndex(self.conn, self.visible.condition)
 
     def run(self, plan: QueryPlan, top_k: int, session_id: str | None,
             max_words: int | None = None) -> list[Result]:
@@ -138,9 +155,12 @@ class Retrieval:
         lists, facts = self._lists(plan, hits, candidates)
         fused = rrf(lists, self.config.weights, self.config.rrf_k)
         self._demote_superseded(plan, fused, facts)
+        arranged = self._order_versions(plan, fused) if self.config.weight("versions") > 0 else set()
         order = sorted((c for c, _ in candidates.values() if c.key in fused),
                        key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
         flags = self._flags(lists, hits.segments, [c for c, _ in candidates.values()])
+        for key in arranged:
+            flags[key] = (*flags.get(key, ()), "versions")
         contents = {m: row.content for m, row in self.rows.items()}
         # Messages that are candidates in their own right (a lexical, option or adjacency hit).
         own = {members[0] for view, members in candidates if view == "message"}
@@ -171,6 +191,10 @@ class Retrieval:
                    if w("hop") > 0 else [])
         self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
                         | {m for window, _ in windows for m in window} | {m for m, _ in bridged})
+        if self.visible.condition is not None:  # the index found only visible messages; these
+            seen = self.visible.admits          # were reached along the conversation instead
+            windows = [(w, score) for w, score in windows if all(seen(self.rows[m]) for m in w)]
+            following = {m: rank for m, rank in following.items() if seen(self.rows[m])}
         return _Hits(messages, windows, segments, options, bridged, following,
                      message_order=self._mixed_order(messages, segments, lambda m: m),
                      window_order=self._mixed_order(windows, segments, lambda w: w[-1]))
@@ -266,7 +290,8 @@ class Retrieval:
     def _load_rows(self, ids: Iterable[int]) -> None:
         missing = [i for i in ids if i not in self.rows]
         for row in rows_in(self.conn, "SELECT id, session_id, role, content, timestamp_ms, "
-                           "segment_id, features FROM messages WHERE id", missing):
+                           "segment_id, features, recorded_ms, valid_ms, retired_ms, superseded_by, "
+                           "trust FROM messages WHERE id", missing):
             self.rows[row[0]] = MessageRow(*row)
 
     def _named_speakers(self, plan: QueryPlan) -> frozenset[str]:
@@ -368,6 +393,33 @@ class Retrieval:
         for f in ranked_facts:
             if f.time_ms < newest.time_ms and f.key != newest.key and subject & f.words:
                 fused[f.key] *= 1.0 - weight * (1.0 - SUPERSEDED_KEEP)
+
+    def _order_versions(self, plan: QueryPlan, fused: dict[Key, float]) -> set[Key]:
+        """Put each fact's versions among the best candidates in the order the question needs
+        (versions.py), in the ranks they hold together; returns the keys it moved."""
+        asked = frozenset(content_words(plan.subject))
+        ranked = sorted((k for k in fused if k[0] == "message"), key=lambda k: (-fused[k], k))
+        statements, written = [], {}
+        for key in ranked[:VERSIONS_DEPTH]:
+            row = self.rows[key[1][0]]
+            words = content_words(_exact_words(row.content))
+            written.update(words)
+            statements.append(Statement(key, (row.timestamp_ms, row.id), row.valid_ms,
+                                        frozenset(words), asked & frozenset(words)))
+
+        def weight(stem: str) -> float:
+            return self.index.idf(Term("words", written[stem]))
+
+        groups = families(statements, weight)
+        moved: set[Key] = set()
+        for group in groups:
+            slots = sorted((fused[s.key] for s in group), reverse=True)
+            for place, (statement, score) in enumerate(zip(arrange(group, plan.past, plan.period),
+                                                           slots, strict=True)):
+                # Equal slots still keep the arranged order: each later one a hair lower.
+                fused[statement.key] = score - place * 1e-9
+                moved.add(statement.key)
+        return moved
 
     def _flags(self, lists: dict[str, list[Key]], segments: dict[int, float],
                candidates: list[Candidate]) -> dict[Key, tuple[str, ...]]:

@@ -19,21 +19,27 @@ against their schemas before calling here.
 
 from __future__ import annotations
 
-import hashlib
+import base64
+import json
 import os
 import re
 import secrets
 import sys
 import time
-import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from aml_retriever.errors import AmlError, IdempotencyConflict, InvalidField, NotFound, StoreError
-from aml_retriever.service import MemoryService, iso_utc
+from aml_retriever.dates import iso_utc
+from aml_retriever.errors import AmlError, InvalidField, NotFound
+from aml_retriever.lifecycle import Outcome, Statements
+from aml_retriever.query import content_terms
+from aml_retriever.service import MemoryService
 from aml_retriever.signals import RetrievalConfig
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.timeline import ReadFilter
+from aml_retriever.tokenizer import index_text, light_stem
+from aml_retriever.validation import TOP_K_MAX, SearchRequest
 
 SCOPES = ("local", "global")
 APP_NAME = "aml_retriever"
@@ -41,11 +47,27 @@ STORE_NAME = "memory.db"
 MEMORY_USER = "memory"
 DEFAULT_KIND = "note"
 FORGET_REASON = "forget"
+# The kind of the note one session leaves the next (`handoff`); no other call may use it.
+HANDOFF_KIND = "handoff"
+ACTOR = "mcp"  # the transport the audit log names for changes made here
+# A cursor before every statement: (a time beyond any, a memory order before the first, no id).
+FROM_THE_TOP = (253_402_300_799_999, -1, 0)
 # A recall result must be one statement an agent can forget by its id, and the window signal
 # returns consecutive statements as one result: it is off. Segments still lend each statement the
-# context of those remembered with it. Weights are not part of the index identity, so these stores
-# stay usable by every command run with the default settings.
-MEMORY_RETRIEVAL = RetrievalConfig().without("window")
+# context of those remembered with it. Restated facts come newest first (versions.py; agent-memory
+# suite, restated, seeds 1-3: current questions answered by the newest version .175 -> .758).
+# Weights are not part of the index identity, so these stores stay usable by every command run
+# with the default settings.
+MEMORY_WEIGHTS = {"window": 0.0, "versions": 1.0}
+MEMORY_RETRIEVAL = RetrievalConfig().with_values(
+    **{f"weight_{name}": weight for name, weight in MEMORY_WEIGHTS.items()})
+
+
+def memory_retrieval(configured: RetrievalConfig, chosen: Mapping[str, float]) -> RetrievalConfig:
+    """The ranking of an agent memory: the configured one with the memory's own defaults
+    (MEMORY_WEIGHTS), under the weights the settings name explicitly (`chosen`)."""
+    weights = {**configured.weights, **MEMORY_WEIGHTS, **chosen}
+    return configured.with_values(**{f"weight_{name}": w for name, w in weights.items()})
 STATEMENT_ID = re.compile(r"(local|global):([1-9][0-9]{0,17})")
 
 
@@ -88,19 +110,6 @@ def global_store(global_root: Path) -> Path:
     return global_root / STORE_NAME
 
 
-def normalized(content: str) -> str:
-    """What makes two statements the same one: Unicode NFC, whitespace runs as one space, no
-    surrounding whitespace. Case and punctuation are kept: they can change what is said."""
-    return " ".join(unicodedata.normalize("NFC", content).split())
-
-
-def statement_request_id(scope: str, content: str) -> str:
-    """The Add request id of a statement: a hash of its scope and normalised content, so
-    remembering the same statement again replays the first Add instead of storing a copy."""
-    digest = hashlib.sha256(f"{scope}\0{normalized(content)}".encode()).hexdigest()
-    return f"remember-{digest[:32]}"
-
-
 def statement_id(scope: str, message_id: str) -> str:
     """The id an agent sees ("local:42") for a stored message ("m42") of a scope."""
     return f"{scope}:{message_id.removeprefix('m')}"
@@ -121,87 +130,113 @@ def new_session_id() -> str:
 
 
 def _statement(scope: str, item: dict[str, Any]) -> dict[str, Any]:
-    return {"id": statement_id(scope, item["id"]), "scope": scope, "content": item["content"],
-            "kind": item["role"], "time": item["created_at"]}
+    """A stored message as an agent sees a statement."""
+    statement = {"id": statement_id(scope, item["id"]), "scope": scope, "content": item["content"],
+                 "kind": item["role"], "time": item["created_at"], "valid_from": item["valid_from"],
+                 "origin": item["origin"], "trust": item["trust"]}
+    if item.get("superseded_by"):
+        statement["superseded_by"] = statement_id(scope, item["superseded_by"])
+    return statement
+
+
+def _event(scope: str, event: dict[str, Any]) -> dict[str, Any]:
+    """An audit event with statement ids instead of message ids."""
+    return {**event, "message_ids": [statement_id(scope, m) for m in event["message_ids"]]}
+
+
+def encode_cursor(position: tuple[int, int, int]) -> str:
+    """Where a page of `recent` ended: (time, scope order, message id), opaque to the agent."""
+    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, int, int]:
+    try:
+        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if (isinstance(position, list) and len(position) == 3
+                and all(type(v) is int for v in position)):
+            return position[0], position[1], position[2]
+    except ValueError:
+        pass
+    raise InvalidField("cursor must be a next_cursor exactly as recent returned it", "cursor")
 
 
 class ScopedMemory:
     """The local and the global memory, each a store opened on first use."""
 
-    def __init__(self, stores: Mapping[str, Path], session_id: str | None = None) -> None:
+    def __init__(self, stores: Mapping[str, Path], session_id: str | None = None,
+                 retrieval: RetrievalConfig = MEMORY_RETRIEVAL, proposed: str = "FLAG",
+                 synchronous: str = "FULL") -> None:
         self.stores = dict(stores)
         self.session_id = session_id or new_session_id()
+        self.retrieval = retrieval
+        # Whether a default read shows statements no person confirmed (flagged) or withholds them.
+        self.show_proposed = proposed == "FLAG"
+        self.synchronous = synchronous
         self._services: dict[str, MemoryService] = {}
 
     @classmethod
-    def at(cls, project_root: Path, global_root: Path | None = None) -> ScopedMemory:
+    def at(cls, project_root: Path, global_root: Path | None = None, **options: Any) -> ScopedMemory:
         return cls({"local": local_store(project_root),
-                    "global": global_store(global_root or default_global_root())})
+                    "global": global_store(global_root or default_global_root())}, **options)
 
     def close(self) -> None:
         for service in self._services.values():
             service.close()
         self._services.clear()
 
-    # ---- the four operations -------------------------------------------------------------
+    # ---- changes -------------------------------------------------------------------------
 
-    def remember(self, content: str, scope: str = "local", kind: str = DEFAULT_KIND) -> dict[str, Any]:
-        """Store one statement through the Add path: durable and searchable on return."""
-        service = self._service(scope, create=True)
-        assert service is not None
-        request = AddRequest(statement_request_id(scope, content), MEMORY_USER, self.session_id,
-                             (Message(kind, content, None),))
-        try:
-            replayed = service.add(request)["replayed"]
-        except IdempotencyConflict:
-            # The same statement, remembered in another run, or up to spacing, or under another
-            # kind, is already there; it stays as first written.
-            replayed = True
-        # A planned checkpoint after every write keeps memory.db complete on its own, so it can
-        # be copied or committed while the server runs.
-        service.store.checkpoint_dirty()
-        stored = service.messages_of_request(MEMORY_USER, request.request_id)
-        if not stored:
-            raise StoreError("the statement was forgotten while it was being remembered; "
-                             "remember it again")
-        return {"statement": _statement(scope, stored[0]), "replayed": replayed}
+    def remember(self, content: str, scope: str = "local", kind: str = DEFAULT_KIND,
+                 origin: str = "user", force: bool = False) -> dict[str, Any]:
+        """Store one statement: durable and searchable on return. A statement equal to a current
+        one (case, Unicode form and spacing aside) returns it instead (replayed); a forgotten or
+        rejected one is refused unless `force`."""
+        _not_reserved(kind)
+        outcome = self._statements(scope).remember(self.session_id, content, kind, origin, force)
+        return self._answer(scope, outcome)
 
-    def recall(self, query: str, limit: int = 10, scope: str | None = None) -> dict[str, Any]:
-        """The statements that best match the query, from one memory or both ranked together.
+    def update(self, statement: str, content: str, kind: str | None = None) -> dict[str, Any]:
+        """Replace a statement with a new version; the old one leaves default recall and stays
+        in its history."""
+        if kind is not None:
+            _not_reserved(kind)
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        outcome = self._statements(scope).update(self.session_id, message_id, content, kind)
+        return self._answer(scope, outcome)
 
-        Each memory is searched on its own (its own BM25 statistics), then the lists are merged
-        by the fused score. That score is a reciprocal-rank sum over the same ranked lists with
-        the same weights in both memories, so it depends on a statement's ranks and not on the
-        size or word statistics of its memory: comparable across the two, where raw BM25 would
-        not be. Equal scores keep local first (the project's own memory is the more specific),
-        then each memory's own order."""
-        found = []
-        for order, name in enumerate(self._scopes(scope)):
-            service = self._service(name, create=False)
-            if service is None:
-                continue
-            data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None))["data"]
-            found += [((-item["score"], order, rank), name, item) for rank, item in enumerate(data)]
-        found.sort(key=lambda entry: entry[0])
-        return {"results": [{**_statement(name, item), "score": item["score"],
-                             "why": item["evidence_flags"]} for _, name, item in found[:limit]]}
+    def handoff(self, content: str | None = None) -> dict[str, Any]:
+        """With content: record this session's handoff for the next (this project's memory),
+        replacing the previous one, which stays in its history. Without: the current handoff."""
+        current = self._current_handoff()
+        if content is None:
+            return {"handoff": current}
+        if current is None:
+            outcome = self._statements("local").remember(self.session_id, content, HANDOFF_KIND)
+        else:
+            outcome = self._statements("local").update(
+                self.session_id, parse_statement_id(current["id"])[1], content)
+        return {"handoff": _statement("local", outcome.statement),
+                **({"replaced": _statement("local", outcome.replaced)} if outcome.replaced else {})}
 
-    def recent(self, limit: int = 10, scope: str | None = None) -> dict[str, Any]:
-        """The newest statements, newest first; equal times keep local first, then newest id."""
-        found = []
-        for order, name in enumerate(self._scopes(scope)):
-            service = self._service(name, create=False)
-            if service is None:
-                continue
-            found += [((-row["timestamp_ms"], order, -int(row["id"][1:])), name, row)
-                      for row in service.recent(MEMORY_USER, limit)]
-        found.sort(key=lambda entry: entry[0])
-        return {"results": [_statement(name, row) for _, name, row in found[:limit]]}
+    def confirm(self, statement: str) -> dict[str, Any]:
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        return self._answer(scope, self._statements(scope).confirm(message_id))
+
+    def reject(self, statement: str) -> dict[str, Any]:
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        return {"rejected": _statement(scope, self._statements(scope).reject(message_id).statement)}
 
     def forget(self, statement: str | None = None, text: str | None = None,
                scope: str | None = None) -> dict[str, Any]:
-        """Remove exactly one statement, named by its id or by its exact text. Text that matches
-        several statements removes none (AmbiguousText lists them)."""
+        """Remove exactly one statement, named by its id or by its text. Text that matches
+        several statements removes none (AmbiguousText lists them). The text's hash stays as a
+        tombstone, so remembering it again needs `force`."""
         if statement is not None and text is None:
             match = self._by_id(statement, scope)
         elif text is not None and statement is None:
@@ -212,34 +247,148 @@ class ScopedMemory:
         name, message_id = parse_statement_id(match["id"])
         service = self._service(name, create=False)
         assert service is not None
-        if not service.forget(MEMORY_USER, [message_id], FORGET_REASON)["forgotten"]:
+        if not service.forget(MEMORY_USER, [message_id], FORGET_REASON, ACTOR)["forgotten"]:
             raise NotFound(f"{match['id']} was forgotten meanwhile; nothing more to do", "id")
         return {"forgotten": match}
 
+    # ---- reads ---------------------------------------------------------------------------
+
+    def recall(self, query: str, limit: int = 10, scope: str | None = None,
+               read: ReadFilter | None = None) -> dict[str, Any]:
+        """The statements that best match the query, from one memory or both.
+
+        Each memory is searched on its own (its own BM25 statistics) and the two rankings are
+        merged head by head, each keeping its own order: of the two next statements the one
+        holding more of the query's words goes first, then the higher fused score (a
+        reciprocal-rank sum, which ties the two memories' best and so cannot choose between
+        them alone: a local statement matching only "user" would outrank the global one about
+        the user), then local (the project's own memory is the more specific)."""
+        read = read or self.default_read()
+        ranked = []
+        for name in self._scopes(scope):
+            service = self._service(name, create=False)
+            if service is None:
+                continue
+            data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None, read=read))["data"]
+            rows = {row["id"]: row for row in service.messages(
+                MEMORY_USER, [int(item["id"][1:]) for item in data])}
+            ranked.append([(name, {**rows[item["id"]], **item}) for item in data
+                           if item["id"] in rows])
+        words = query_words(query)
+        merged = merge_heads(ranked, lambda entry: (-coverage(words, entry[1]["content"]),
+                                                    -entry[1]["score"]))
+        return {"results": [{**_statement(name, item), "score": item["score"],
+                             "why": item["evidence_flags"]} for name, item in merged[:limit]]}
+
+    def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
+               cursor: str | None = None) -> dict[str, Any]:
+        """The newest current statements, newest first, a page at a time: equal times keep local
+        first, then the newest id; `next_cursor` reads on. The first page of a listing of every
+        kind starts with this project's handoff, when there is one."""
+        after = decode_cursor(cursor) if cursor is not None else None
+        handoff = self._current_handoff() if after is None and kind is None and scope != "global" \
+            else None
+        listed = limit - (handoff is not None)
+        read = replace(self.default_read(), kind=kind)
+        found = []
+        for order, name in enumerate(self._scopes(scope)):
+            service = self._service(name, create=False)
+            if service is None:
+                continue
+            before = None if after is None else _bound(after, order)
+            found += [((-row["timestamp_ms"], order, -int(row["id"][1:])), name, row)
+                      # one more to know a next page exists, one more for the handoff left out
+                      for row in service.recent(MEMORY_USER, listed + 2, read, before)
+                      if kind is not None or row["role"] != HANDOFF_KIND]
+        found.sort(key=lambda entry: entry[0])
+        page = found[:listed]
+        results = ([handoff] if handoff else []) + [_statement(name, row) for _, name, row in page]
+        if len(found) <= listed:
+            return {"results": results, "next_cursor": None}
+        # A page the handoff filled alone continues from the top.
+        position = (-page[-1][0][0], page[-1][0][1], -page[-1][0][2]) if page else FROM_THE_TOP
+        return {"results": results, "next_cursor": encode_cursor(position)}
+
+    def history(self, statement: str) -> dict[str, Any]:
+        """Every version of the statement, oldest first, and every audit event about them."""
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        found = self._statements(scope).history(message_id)
+        return {"versions": [_statement(scope, row) for row in found["versions"]],
+                "events": [_event(scope, event) for event in found["events"]]}
+
+    def proposed(self, limit: int = 100) -> dict[str, Any]:
+        """Statements awaiting a person's review, oldest first, local then global."""
+        results = []
+        for name in SCOPES:
+            if self._service(name, create=False) is not None:
+                results += [_statement(name, row) for row in self._statements(name).proposed(limit)]
+        return {"results": results[:limit]}
+
+    def markdown(self, scope: str) -> str:
+        """One memory as a readable document (MEMORY.md): its current statements newest first,
+        one a line with id, kind and time, this project's handoff first. Never read back."""
+        lines = [f"# Memory ({scope})", "",
+                 "Rendered by `aml_retriever export`; the memory itself lives in the store. "
+                 "Newest first.", ""]
+        cursor = None
+        while True:
+            page = self.recent(TOP_K_MAX, scope, None, cursor)
+            lines += [_markdown_line(statement) for statement in page["results"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return "\n".join(lines) + "\n"
+
+    def default_read(self) -> ReadFilter:
+        return ReadFilter(include_proposed=self.show_proposed)
+
     # ---- helpers -------------------------------------------------------------------------
+
+    def _answer(self, scope: str, outcome: Outcome) -> dict[str, Any]:
+        # A planned checkpoint after every write keeps memory.db complete on its own, so it can
+        # be copied or committed while the server runs.
+        self._services[scope].store.checkpoint_dirty()
+        answer: dict[str, Any] = {"statement": _statement(scope, outcome.statement),
+                                  "replayed": outcome.replayed}
+        if outcome.note:
+            answer["note"] = outcome.note
+        if outcome.replaced:
+            answer["replaced"] = _statement(scope, outcome.replaced)
+        return answer
+
+    def _statements(self, scope: str) -> Statements:
+        service = self._service(scope, create=True)
+        assert service is not None
+        return Statements(service, MEMORY_USER, ACTOR)
+
+    def _current_handoff(self) -> dict[str, Any] | None:
+        service = self._service("local", create=False)
+        rows = service.recent(MEMORY_USER, 1, ReadFilter(kind=HANDOFF_KIND,
+                                                         include_proposed=True)) if service else []
+        return _statement("local", rows[0]) if rows else None
 
     def _by_id(self, statement: str, scope: str | None) -> dict[str, Any]:
         name, message_id = parse_statement_id(statement)
         if scope is not None and scope != name:
             raise InvalidField(f"id {statement} is in {name} memory but scope says {scope}; "
-                               "leave scope out when forgetting by id", "scope")
+                               "leave scope out when forgetting by id", "id")
         service = self._service(name, create=False)
         rows = service.messages(MEMORY_USER, [message_id]) if service else []
         if not rows:
-            raise NotFound(f"there is no statement {statement} (it was forgotten, or never "
-                           "stored); use recall or recent to find current ids", "id")
+            raise _no_statement(statement)
         return _statement(name, rows[0])
 
     def _by_text(self, text: str, scope: str | None) -> dict[str, Any]:
-        """Statements whose content is the text exactly, or the same statement as remember sees
-        it (whitespace aside), in every memory asked."""
+        """Statements whose content is the text, exactly or as remember compares statements
+        (case, Unicode form and spacing aside), in every memory asked."""
         matches: dict[str, dict[str, Any]] = {}
         for name in self._scopes(scope):
             service = self._service(name, create=False)
             if service is None:
                 continue
             rows = (service.messages_with_content(MEMORY_USER, text)
-                    + service.messages_of_request(MEMORY_USER, statement_request_id(name, text)))
+                    + self._statements(name).with_text(text))
             for row in sorted(rows, key=lambda r: int(r["id"][1:])):
                 matches.setdefault(statement_id(name, row["id"]), _statement(name, row))
         if not matches:
@@ -265,6 +414,73 @@ class ScopedMemory:
             return None
         if scope == "global" and not path.parent.exists():
             path.parent.mkdir(mode=0o700, parents=True)  # the account's memory is private to it
-        service = self._services[scope] = MemoryService.open(str(path), retrieval=MEMORY_RETRIEVAL)
+        service = self._services[scope] = MemoryService.open(
+            str(path), retrieval=self.retrieval, synchronous=self.synchronous)
         service.store.hold_shared()  # so `purge` refuses to remove the files under this server
         return service
+
+
+def _markdown_line(statement: dict[str, Any]) -> str:
+    """One statement as a Markdown list item on one line (its line breaks become spaces)."""
+    text = " ".join(statement["content"].split())
+    flag = " (proposed)" if statement["trust"] == "proposed" else ""
+    return f"- `{statement['id']}` {statement['kind']}, {statement['time']}{flag}: {text}"
+
+
+def _bound(after: tuple[int, int, int], order: int) -> tuple[int, int]:
+    """The (time, id) every listed statement of the memory at `order` must sort below, for the
+    page after `after` in (time descending, memory order, id descending)."""
+    time_ms, after_order, message_id = after
+    if order < after_order:
+        return time_ms, 0  # this memory's statements at that very time came before it
+    if order == after_order:
+        return time_ms, message_id
+    return time_ms + 1, 0  # this memory's statements at that time come after it
+
+
+def _not_reserved(kind: str) -> None:
+    if kind == HANDOFF_KIND:
+        raise InvalidField(f"kind {HANDOFF_KIND} is reserved for the handoff tool; call handoff "
+                           "to record one", "kind")
+
+
+def _no_statement(statement: str) -> NotFound:
+    return NotFound(f"there is no statement {statement} (it was forgotten, or never stored); use "
+                    "recall or recent to find current ids", "id")
+
+
+T = TypeVar("T")
+
+
+def query_words(query: str) -> frozenset[str]:
+    """A query's content words and CJK n-grams, as `coverage` compares them."""
+    terms = content_terms(query)
+    return frozenset(_stems(terms.words)) | frozenset(terms.grams)
+
+
+def coverage(words: frozenset[str], content: str) -> float:
+    """The share of a query's content words a statement holds, a word counting when its light
+    stem does ("lives" holds "live"): comparable across memories, unlike a rank."""
+    if not words:
+        return 0.0
+    terms = index_text(content)
+    held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
+    return len(words & held) / len(words)
+
+
+def merge_heads(rankings: Sequence[Sequence[T]], key: Callable[[T], Any]) -> list[T]:
+    """Merge rankings, each keeping its own order: the next item is the head that sorts first by
+    `key`, and equal heads go in the order the rankings are given."""
+    heads = [0] * len(rankings)
+    merged: list[T] = []
+    while True:
+        waiting = [(key(r[heads[i]]), i) for i, r in enumerate(rankings) if heads[i] < len(r)]
+        if not waiting:
+            return merged
+        _, chosen = min(waiting, key=lambda entry: entry[0])
+        merged.append(rankings[chosen][heads[chosen]])
+        heads[chosen] += 1
+
+
+def _stems(words: Sequence[str]) -> list[str]:
+    return [light_stem(word) for word in words]

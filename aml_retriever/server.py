@@ -47,7 +47,7 @@ from aml_retriever.errors import (
 )
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.validation import parse_add, parse_json, parse_search, parse_user
+from aml_retriever.validation import parse_add, parse_json, parse_page, parse_search, parse_user
 
 log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
@@ -88,6 +88,11 @@ def _delete_user_path(h: Handler, _: dict[str, Any] | None, user_id: str | None)
     return h.server.service.delete_user(parse_user({"user_id": user_id}))
 
 
+def _audit(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
+    after, limit = parse_page(urlsplit(h.path).query)
+    return h.server.service.audit(parse_user({"user_id": user_id}), after, limit)
+
+
 ROUTES = {
     "/health": Route("/health", ("GET",), lambda h, b, u: h.server.service.health()),
     "/stats": Route("/stats", ("GET",), lambda h, b, u: h.server.service.stats()),
@@ -98,6 +103,8 @@ ROUTES = {
 # The one path served without a key: load balancers and platforms probe it.
 OPEN_PATH = "/health"
 USER_ROUTE = Route("/users/{user_id}", ("DELETE",), _delete_user_path)
+AUDIT_SUFFIX = "/audit"
+AUDIT_ROUTE = Route("/users/{user_id}/audit", ("GET",), _audit)
 
 
 def resolve(raw_path: str) -> tuple[Route, str | None]:
@@ -105,11 +112,16 @@ def resolve(raw_path: str) -> tuple[Route, str | None]:
     path = urlsplit(raw_path).path
     if path in ROUTES:
         return ROUTES[path], None
-    if path.startswith(USERS_PREFIX) and "/" not in path[len(USERS_PREFIX):]:
-        try:
-            return USER_ROUTE, unquote(path[len(USERS_PREFIX):], errors="strict")
-        except UnicodeDecodeError:
-            raise InvalidField("user_id in the path must be percent-encoded UTF-8", "user_id") from None
+    if path.startswith(USERS_PREFIX):
+        rest = path[len(USERS_PREFIX):]
+        route = AUDIT_ROUTE if rest.endswith(AUDIT_SUFFIX) else USER_ROUTE
+        rest = rest.removesuffix(AUDIT_SUFFIX) if route is AUDIT_ROUTE else rest
+        if "/" not in rest:
+            try:
+                return route, unquote(rest, errors="strict")
+            except UnicodeDecodeError:
+                raise InvalidField("user_id in the path must be percent-encoded UTF-8",
+                                   "user_id") from None
     raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
 
 

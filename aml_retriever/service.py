@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from aml_retriever import __version__
+from aml_retriever import __version__, audit
 from aml_retriever.candidates import INDEXES
+from aml_retriever.dates import iso_utc
 from aml_retriever.errors import IdempotencyConflict
 from aml_retriever.features import Features, extract
 from aml_retriever.query import plan
 from aml_retriever.retrieval import Result, Retrieval
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
+from aml_retriever.timeline import CURRENT, ReadFilter
 from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
 from aml_retriever.views import WINDOW_SEPARATOR, ViewBuilder
 
+# The columns a single message is read with (`_messages`), in the order `_row` takes them.
+MESSAGE_COLUMNS = ("id, content, timestamp_ms, role, session_id, origin, trust, recorded_ms, "
+                    "coalesce(valid_ms, timestamp_ms), retired_ms, superseded_by")
 
-def iso_utc(ms: int) -> str:
-    """ISO 8601 in UTC with a Z; milliseconds only when there are any."""
-    moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
-    return moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds") + "Z"
+
+@dataclass(frozen=True)
+class Stamp:
+    """What the lifecycle records of a stored message beyond what the Add sent (lifecycle.py):
+    an HTTP Add's messages are a person's, confirmed, with no text hash, true from their time."""
+
+    origin: str = "user"
+    trust: str = "confirmed"
+    fingerprint: bytes | None = None
+    valid_ms: int | None = None
 
 
 class MemoryService:
@@ -49,7 +60,7 @@ class MemoryService:
 
     # ---- Add -----------------------------------------------------------------------------
 
-    def add(self, request: AddRequest) -> dict[str, Any]:
+    def add(self, request: AddRequest, actor: str = "http") -> dict[str, Any]:
         """Store an Add atomically; answer only once it is committed and searchable."""
         payload_hash = request.payload_hash()
         received_ms = int(time.time() * 1000)
@@ -66,16 +77,25 @@ class MemoryService:
                         raise IdempotencyConflict("request_id was already used for a different "
                                                   "payload by this user", "request_id")
                     return self._added(request, prior[1], prior[2], replayed=True)
-                assigned, first_id = self._insert_messages(conn, request, received_ms)
-                conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
-                             "timestamps_assigned, created_ms, first_message_id) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (request.request_id, payload_hash, request.session_id,
-                              len(request.messages), assigned, received_ms, first_id))
+                assigned, first_id = self.store_request(conn, request, payload_hash, received_ms)
+                audit.record(conn, "add", actor, range(first_id, first_id + len(request.messages)),
+                             request.request_id, [m.content for m in request.messages])
         return self._added(request, len(request.messages), assigned, replayed=False)
 
+    def store_request(self, conn: sqlite3.Connection, request: AddRequest, payload_hash: str,
+                      received_ms: int, stamp: Stamp = Stamp()) -> tuple[int, int]:
+        """Insert an Add's messages and its request record inside the caller's write
+        transaction. Returns how many messages got the receive time, and the first id."""
+        assigned, first_id = self._insert_messages(conn, request, received_ms, stamp)
+        conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
+                     "timestamps_assigned, created_ms, first_message_id) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (request.request_id, payload_hash, request.session_id,
+                      len(request.messages), assigned, received_ms, first_id))
+        return assigned, first_id
+
     def _insert_messages(self, conn: sqlite3.Connection, request: AddRequest,
-                         received_ms: int) -> tuple[int, int]:
+                         received_ms: int, stamp: Stamp) -> tuple[int, int]:
         """Insert the messages with their features, links, segments and index rows, and move the
         session cursor. Returns how many messages got the receive time, and the first id (the
         messages take consecutive ids: the write lock is held)."""
@@ -89,10 +109,12 @@ class MemoryService:
             place = views.place(request.session_id, timestamp)
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
-                "segment_id, features, prev_id, next_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
+                "fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
-                 place.prev_id, place.next_id)).lastrowid or 0
+                 place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
+                 stamp.trust, stamp.fingerprint)).lastrowid or 0
             views.placed(message_id, place)
             self._index_message(conn, message_id, message.content, features)
             ids.append(message_id)
@@ -134,7 +156,7 @@ class MemoryService:
                 return {"data": [], "words": 0} if max_words else {"data": []}
             query_plan = plan(request.query, request.options)
             with self.store.read(conn):
-                retrieval = Retrieval(conn, self.retrieval)
+                retrieval = Retrieval(conn, self.retrieval, request.read)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
         found: dict[str, Any] = {"data": [self._result(r, retrieval.rows) for r in results]}
         if max_words:
@@ -158,13 +180,19 @@ class MemoryService:
         if self.provenance:
             item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
                         evidence_flags=list(result.flags))
+        # Only a read of the past or of proposals meets these, so a default answer is unchanged.
+        if view == "message" and first.superseded_by is not None:
+            item["superseded_by"] = f"m{first.superseded_by}"
+        if any(m.trust != "confirmed" for m in members):
+            item["trust"] = "proposed"
         return item
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    def delete_user(self, user_id: str) -> dict[str, Any]:
-        """Remove everything of one user in one transaction, then truncate the WAL so the
-        deleted text does not linger there either."""
+    def delete_user(self, user_id: str, actor: str = "http") -> dict[str, Any]:
+        """Remove everything of one user in one transaction (its audit log and the key of its
+        hashes too), then truncate the WAL so the deleted text does not linger there either.
+        The catalog notes that a deletion happened, with nothing that names the user."""
         removed = {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
         with self.store.connection(user_id, create=False) as conn:
             if conn is not None:
@@ -172,11 +200,13 @@ class MemoryService:
                     for table in removed:
                         removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                         conn.execute(f"DELETE FROM {table}")
-                    for table in ("speakers", "removals"):
+                    for table in ("speakers", "removals", "tombstones"):
                         conn.execute(f"DELETE FROM {table}")
                     for index in INDEXES:
                         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
+                    audit.erase(conn)
                 self.store.checkpoint(conn)
+                audit.record_deletion(self.store.path, actor)
         return {"success": True, "user_id": user_id, "deleted": removed}
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
@@ -228,23 +258,30 @@ class MemoryService:
         """The user's messages whose content is exactly `content`, oldest first."""
         return self._messages(user_id, "content = ? ORDER BY id", [content])
 
-    def recent(self, user_id: str, limit: int) -> list[dict[str, Any]]:
-        """The user's `limit` newest messages by time (then arrival), newest first."""
-        return self._messages(user_id, "1 ORDER BY timestamp_ms DESC, id DESC LIMIT ?", [limit])
+    def recent(self, user_id: str, limit: int, visible: ReadFilter = CURRENT,
+               before: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """The user's `limit` newest messages that `visible` admits, by time (then arrival),
+        newest first; with `before` (a time and an id), only those after it in that order."""
+        where, params = visible.clause()
+        if before is not None:
+            where += " AND (timestamp_ms, id) < (?, ?)"
+            params += list(before)
+        return self._messages(user_id, f"{where} ORDER BY timestamp_ms DESC, id DESC LIMIT ?",
+                              [*params, limit])
 
     def _messages(self, user_id: str, where: str, params: list[Any]) -> list[dict[str, Any]]:
-        """Messages as results without a score; `where` is a fixed clause, never built from input."""
+        """Messages as results without a score; `where` is built from fixed clauses only, never
+        from input (values are parameters)."""
         with self.store.connection(user_id, create=False) as conn:
             if conn is None:
                 return []
             with self.store.read(conn):
-                rows = conn.execute("SELECT id, content, timestamp_ms, role, session_id FROM "
-                                    f"messages WHERE {where}", params).fetchall()
-        return [{"id": f"m{message_id}", "content": content, "created_at": iso_utc(timestamp),
-                 "timestamp_ms": timestamp, "role": role, "session_id": session_id}
-                for message_id, content, timestamp, role, session_id in rows]
+                rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where}",
+                                    params).fetchall()
+        return [message_row(row) for row in rows]
 
-    def forget(self, user_id: str, message_ids: Sequence[int], reason: str) -> dict[str, Any]:
+    def forget(self, user_id: str, message_ids: Sequence[int], reason: str,
+               actor: str = "http") -> dict[str, Any]:
         """Remove single messages and everything derived from them in one transaction, and record
         each removal (id, time, reason; never content). Ids that do not exist are skipped.
 
@@ -256,25 +293,40 @@ class MemoryService:
         with self.store.connection(user_id, create=False) as conn:
             if conn is not None:
                 with self.store.write(conn):
-                    removed = self._remove_messages(conn, message_ids, reason)
+                    removed = self._remove_messages(conn, message_ids, reason, actor)
                 self.store.checkpoint(conn)  # so the removed text leaves the write-ahead log
         return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}
 
     def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],
-                         reason: str) -> list[int]:
+                         reason: str, actor: str) -> list[int]:
+        """Remove the messages, leave a tombstone for each statement among them (a text hash,
+        never the text), make current again what they had replaced, and log the removal."""
         marks = ",".join("?" * len(message_ids))
-        rows = conn.execute(f"SELECT id, session_id, content, features FROM messages "
-                            f"WHERE id IN ({marks}) ORDER BY id", list(message_ids)).fetchall()
+        rows = conn.execute(f"SELECT id, session_id, content, features, fingerprint, "
+                            f"superseded_by FROM messages WHERE id IN ({marks}) ORDER BY id",
+                            list(message_ids)).fetchall()
         if not rows:
             return []
         removed_ms = int(time.time() * 1000)
-        for message_id, _, content, _ in rows:
+        for message_id, _, content, _, fingerprint, successor in rows:
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
                          "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
             conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
             conn.execute("INSERT INTO removals (message_id, removed_ms, reason) VALUES (?, ?, ?)",
                          (message_id, removed_ms, reason))
+            if fingerprint is not None:
+                conn.execute("INSERT OR REPLACE INTO tombstones (fingerprint, removed_ms, reason) "
+                             "VALUES (?, ?, ?)", (fingerprint, removed_ms, reason))
+            # What it replaced is replaced by its own successor, or, when it was the current
+            # version, holds again (forgetting what is wrong leaves the last right one).
+            if successor is None:
+                conn.execute("UPDATE messages SET retired_ms = NULL, superseded_by = NULL "
+                             "WHERE superseded_by = ?", (message_id,))
+            else:
+                conn.execute("UPDATE messages SET superseded_by = ? WHERE superseded_by = ?",
+                             (successor, message_id))
+        audit.record(conn, reason, actor, [row[0] for row in rows], None, [row[2] for row in rows])
         conn.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
         # A request record whose messages are all gone is dropped, so sending the same statement
         # again stores it again instead of replaying a removed one.
@@ -333,6 +385,17 @@ class MemoryService:
             conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                          (segment_id, session_id))
 
+    def audit(self, user_id: str, after: int, limit: int) -> dict[str, Any]:
+        """A page of the user's audit log, oldest first (see audit.py); none for an unknown
+        user (a read creates no file)."""
+        events: list[dict[str, Any]] = []
+        next_cursor = None
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is not None:
+                with self.store.read(conn):
+                    events, next_cursor = audit.page(conn, after, limit)
+        return {"user_id": user_id, "events": events, "next_cursor": next_cursor}
+
     def stats(self) -> dict[str, Any]:
         """Counts only, never content."""
         totals = {"users": 0, "messages": 0, "sessions": 0, "requests": 0}
@@ -357,3 +420,14 @@ class MemoryService:
     @staticmethod
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
+
+
+def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A message read with `MESSAGE_COLUMNS`, as the lifecycle's callers see it."""
+    (message_id, content, timestamp, role, session_id, origin, trust, recorded, valid, retired,
+     superseded_by) = row
+    return {"id": f"m{message_id}", "content": content, "created_at": iso_utc(timestamp),
+            "timestamp_ms": timestamp, "role": role, "session_id": session_id, "origin": origin,
+            "trust": trust, "recorded_at": iso_utc(recorded), "valid_from": iso_utc(valid),
+            "retired_at": iso_utc(retired) if retired is not None else None,
+            "superseded_by": f"m{superseded_by}" if superseded_by is not None else None}

@@ -74,6 +74,9 @@ SETTINGS: tuple[Setting, ...] = (
             "a silence this long starts a new session segment", changes_index=True, minimum=0.0),
     Setting("segment_max_messages", _RETRIEVAL.segment_max_messages, int,
             "most messages in one session segment", changes_index=True, minimum=1),
+    Setting("proposed_statements", "FLAG", str, "MCP: whether recall and recent show statements "
+            "an agent inferred and no person confirmed (FLAG: shown, marked proposed) or "
+            "withhold them (WITHHOLD)", choices=("FLAG", "WITHHOLD")),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 # The environment knows the store path as AML_DB_PATH, as the CLI knows it as --db.

@@ -39,6 +39,11 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("adjacency", 0.0, "the turn right after a strong hit (answers follow questions)"),
     Signal("recency", 0.0, "newer messages first (off by default; on for current-state questions)"),
     Signal("supersession", 0.5, "current-state questions: a newer update outranks what it replaced"),
+    # An order, not a list weight: any weight above 0 turns it on. Off for the HTTP contract
+    # (conversations are not statements of facts; LoCoMo dev is unchanged by it, see EVAL.md),
+    # on for agents' memories (scopes.py).
+    Signal("versions", 0.0, "one fact's restated versions in the order the question needs: "
+           "newest first, or the past one it names (versions.py)"),
     Signal("options", 0.3, "answer choices of a multiple-choice question, below the question's own"),
     # A question in the first person asks what the user said (BEAM dev: 78% of the evidence is
     # the user's own messages, which long assistant replies about the same words outrank). BEAM

@@ -17,6 +17,7 @@ syntax in a query (NEAR, *, ^, -, AND/OR/NOT, column filters) is ever obeyed.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from itertools import pairwise
@@ -214,3 +215,16 @@ def match_expression(terms: QueryTerms) -> str | None:
     if terms.grams:
         parts.append("grams : (" + " OR ".join(quote(t) for t in terms.grams) + ")")
     return " OR ".join(parts) or None
+
+
+_INFLECTION = re.compile(r"(?<=[a-z]{3})(?:ing|ed|(?<!s)s)$")
+
+
+def light_stem(word: str) -> str:
+    """A word without the common English inflections, so that "lives" and "live", "targets" and
+    "target", "moved" and "move" compare equal: for comparing texts' words outside the index
+    (which stems with Porter inside SQLite), not for indexing."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    word = _INFLECTION.sub("", word)
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word

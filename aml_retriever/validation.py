@@ -12,14 +12,18 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
+from aml_retriever.audit import MAX_PAGE
 from aml_retriever.errors import InvalidBody, InvalidField, PayloadTooLarge
+from aml_retriever.timeline import CURRENT, ReadFilter
 
 ID_MAX_CHARS = 256
 TOP_K_DEFAULT, TOP_K_MAX = 10, 100
 # The largest word budget a Search may ask for: a million words is beyond any reader's context.
 MAX_WORDS_MAX = 1_000_000
 OPTIONS_MAX = 32
+AUDIT_PAGE = 100  # audit events a page holds when the caller names no limit
 # The range a timestamp can take and still be rendered as an ISO 8601 date (years 1 to 9999).
 TIMESTAMP_MIN_MS = -62_135_596_800_000
 TIMESTAMP_MAX_MS = 253_402_300_799_999
@@ -55,6 +59,7 @@ class SearchRequest:
     options: tuple[str, ...]
     session_id: str | None
     max_words: int | None = None  # a reader's word budget for the results (an extension)
+    read: ReadFilter = CURRENT  # as_of, since, until, include_history (extensions)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -79,7 +84,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
 # The keys this service reads. A repeated one is named in the error; any other key is the
 # caller's own text (it may be content), so the error names only the body.
 FIELD_NAMES = frozenset({"request_id", "user_id", "session_id", "messages", "role", "content",
-                         "timestamp", "query", "top_k", "options", "filter_session"})
+                         "timestamp", "query", "top_k", "options", "filter_session",
+                         "max_words", "as_of", "since", "until", "include_history"})
 
 
 class _DuplicateKey(ValueError):
@@ -201,7 +207,19 @@ def parse_search(data: dict[str, Any]) -> SearchRequest:
                                   or not 1 <= max_words <= MAX_WORDS_MAX):
         raise InvalidField(f"max_words must be an integer from 1 to {MAX_WORDS_MAX}", "max_words")
     return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None,
-                         max_words)
+                         max_words, parse_read(data))
+
+
+def parse_read(data: dict[str, Any]) -> ReadFilter:
+    """The timeline fields of a read: as_of (a record time), since and until (event times, both
+    included) and include_history; absent, the read sees the current memory."""
+    include_history = False if data.get("include_history") is None else data["include_history"]
+    if not isinstance(include_history, bool):
+        raise InvalidField("include_history must be true or false", "include_history")
+    return ReadFilter(as_of_ms=parse_timestamp(data.get("as_of"), "as_of"),
+                      since_ms=parse_timestamp(data.get("since"), "since"),
+                      until_ms=parse_timestamp(data.get("until"), "until"),
+                      include_history=include_history)
 
 
 def _options(raw: Any) -> tuple[str, ...]:
@@ -214,3 +232,17 @@ def _options(raw: Any) -> tuple[str, ...]:
 
 def parse_user(data: dict[str, Any]) -> str:
     return identifier(data, "user_id")
+
+
+def parse_page(query: str) -> tuple[int, int]:
+    """`cursor` and `limit` of a paged read from a URL query string: where the last page ended
+    (0: from the start) and how many at most (1 to audit.MAX_PAGE, default AUDIT_PAGE)."""
+    fields = parse_qs(query, keep_blank_values=True, errors="strict")
+    values = {}
+    for name, default, low, high in (("cursor", 0, 0, 2**63 - 1), ("limit", AUDIT_PAGE, 1, MAX_PAGE)):
+        given = fields.get(name, [str(default)])
+        if len(given) != 1 or not given[0].isascii() or not given[0].isdigit() \
+                or not low <= int(given[0]) <= high:
+            raise InvalidField(f"{name} must be a whole number from {low} to {high}", name)
+        values[name] = int(given[0])
+    return values["cursor"], values["limit"]

@@ -17,6 +17,7 @@ try:
     from mcp.client.client import Client
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
 except ImportError as missing:
     pytest.skip(f"the official MCP Python SDK is not installed ({missing}); "
                 "scripts/run_tests.sh installs it with `pip install mcp`", allow_module_level=True)
@@ -48,7 +49,8 @@ def test_the_sdk_client_negotiates_lists_and_calls_every_tool(tmp_path):
             assert initialized.protocol_version == "2025-11-25"
             assert initialized.server_info.name == "aml_retriever"
             tools = (await session.list_tools()).tools
-            assert [t.name for t in tools] == ["remember", "recall", "forget", "recent"]
+            assert [t.name for t in tools] == ["remember", "update", "recall", "forget", "recent",
+                                               "history", "handoff"]
             assert all(t.output_schema for t in tools)
             await session.send_ping()
 
@@ -67,6 +69,52 @@ def test_the_sdk_client_negotiates_lists_and_calls_every_tool(tmp_path):
             assert forgotten.structured_content["forgotten"]["id"] == "local:1"
             found = await session.call_tool("recall", {"query": "deploys Fridays"})
             assert found.structured_content["results"] == []
+
+    run(scenario)
+
+
+def test_the_sdk_client_keeps_a_changing_fact_current_and_reads_its_history(tmp_path):
+    async def scenario() -> None:
+        async with stdio_client(server_parameters(tmp_path)) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("remember", {"content": "The project targets Python 3.10."})
+            await session.call_tool("remember", {"content": "Redis caches sessions."})
+            updated = await session.call_tool("update", {"id": "local:1", "content":
+                                                         "The project targets Python 3.12."})
+            assert not updated.is_error, updated.content
+            assert updated.structured_content["replaced"]["superseded_by"] == "local:3"
+            found = await session.call_tool("recall", {"query": "which python version"})
+            assert [r["id"] for r in found.structured_content["results"]] == ["local:3"]
+            past = await session.call_tool("recall", {"query": "which python version",
+                                                      "include_history": True})
+            assert {r["id"] for r in past.structured_content["results"]} == {"local:1", "local:3"}
+            history = await session.call_tool("history", {"id": "local:3"})
+            assert [v["id"] for v in history.structured_content["versions"]] == ["local:1", "local:3"]
+            assert [e["action"] for e in history.structured_content["events"]] == [
+                "remember", "update"]
+            await session.call_tool("handoff", {"content": "Next: drop Python 3.10 from CI."})
+            first = await session.call_tool("recent", {"limit": 2})
+            assert first.structured_content["results"][0]["kind"] == "handoff"
+            cursor = first.structured_content["next_cursor"]
+            rest = await session.call_tool("recent", {"limit": 2, "cursor": cursor})
+            assert [r["id"] for r in rest.structured_content["results"]] == ["local:2"]
+            assert rest.structured_content["next_cursor"] is None
+            proposed = await session.call_tool("remember", {"content": "The user seems to like "
+                                                            "short answers.", "origin": "agent"})
+            assert proposed.structured_content["statement"]["trust"] == "proposed"
+
+    run(scenario)
+
+
+def test_an_oversized_call_is_answered_so_the_sdk_client_does_not_wait(tmp_path):
+    async def scenario() -> None:
+        async with stdio_client(server_parameters(tmp_path)) as (read, write), \
+                ClientSession(read, write, read_timeout_seconds=20) as session:
+            await session.initialize()
+            with pytest.raises(MCPError, match="at most"):
+                await session.call_tool("remember", {"content": "x" * (2 * 1024 * 1024)})
+            assert not (await session.call_tool("remember", {"content": "Still here."})).is_error
 
     run(scenario)
 

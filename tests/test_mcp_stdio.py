@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aml_retriever.mcp_server import MAX_MESSAGE_BYTES, PROTOCOL_VERSIONS
+from aml_retriever.mcp_server import MAX_MESSAGE_BYTES, PROTOCOL_VERSIONS, leading_id
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,9 +130,10 @@ def test_initialize_negotiates_the_revision_and_names_the_server(start):
     assert process.close() == 0
 
 
-def test_tools_list_describes_the_four_tools(server):
+def test_tools_list_describes_the_seven_tools(server):
     tools = server.request("tools/list")["result"]["tools"]
-    assert [t["name"] for t in tools] == ["remember", "recall", "forget", "recent"]
+    assert [t["name"] for t in tools] == ["remember", "update", "recall", "forget", "recent",
+                                          "history", "handoff"]
     assert all("outputSchema" in t and "inputSchema" in t for t in tools)
 
 
@@ -205,16 +206,36 @@ def test_a_batch_gets_an_array_of_answers_without_the_notifications(server):
     assert server.request("ping")["result"] == {}  # an all-notification batch is not answered
 
 
-def test_an_oversized_message_is_refused_and_the_next_one_is_served(server):
+def test_an_oversized_message_is_answered_with_its_id_and_the_next_one_is_served(server):
     huge = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                        "params": {"name": "remember",
                                   "arguments": {"content": "x" * MAX_MESSAGE_BYTES}}})
     server.send_raw(huge.encode() + b"\n")
     answer = server.read()
-    assert answer["id"] is None and answer["error"]["code"] == -32600
+    assert answer["id"] == 5 and answer["error"]["code"] == -32600
     assert str(MAX_MESSAGE_BYTES) in answer["error"]["message"]
     assert server.request("ping")["result"] == {}
-    assert server.call("recent")["structuredContent"] == {"results": []}
+    assert server.call("recent")["structuredContent"] == {"results": [], "next_cursor": None}
+
+
+def test_an_oversized_message_without_a_readable_id_ends_the_session_cleanly(server):
+    huge = json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"content": "x" * MAX_MESSAGE_BYTES}}, "id": 6})
+    server.send_raw(huge.encode() + b"\n")
+    answer = server.read()
+    assert answer["id"] is None and answer["error"]["code"] == -32600
+    assert server.proc.wait(timeout=10) == 0  # the client sees the pipe close, not silence
+
+
+@pytest.mark.parametrize("prefix, expected", [
+    (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"aaaa', 7),
+    (b'{"id": "r-1" , "params": {"content": "aa', "r-1"),
+    (b'{"params":{"id":3,"content":"aaaa', None),  # an id inside params is not the request's
+    (b'{"jsonrpc":"2.0","method":"x","params":{"content":"aaaa', None),
+    (b'{"id":true,"params":"', None),
+])
+def test_the_id_of_a_message_read_in_part(prefix, expected):
+    assert leading_id(prefix) == expected
 
 
 # ---- tools over the pipe ---------------------------------------------------------------------

@@ -46,7 +46,8 @@ def error_text(result: dict[str, Any]) -> str:
 
 def test_tool_names_and_schemas_are_valid_and_narrow(server):
     tools = server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]["tools"]
-    assert [t["name"] for t in tools] == ["remember", "recall", "forget", "recent"]
+    assert [t["name"] for t in tools] == ["remember", "update", "recall", "forget", "recent",
+                                          "history", "handoff"]
     for tool in tools:
         assert re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", tool["name"])
         for schema in (tool["inputSchema"], tool["outputSchema"]):
@@ -64,15 +65,21 @@ def test_results_match_their_output_schemas_and_repeat_as_text(server):
     outputs = {name: tool.output for name, tool in TOOLS.items()}
     results = {
         "remember": call(server, "remember", content="The user likes jq.", kind="preference"),
-        "recall": call(server, "recall", query="jq", limit=5),
-        "recent": call(server, "recent"),
-        "forget": call(server, "forget", id="local:1"),
+        "handoff": call(server, "handoff", content="Next: wire the jq filter."),
+        "recall": call(server, "recall", query="jq", limit=5, include_history=True),
+        "recent": call(server, "recent", limit=1),
+        "update": call(server, "update", id="local:1", content="The user likes jq and yq."),
+        "history": call(server, "history", id="local:1"),
+        "forget": call(server, "forget", id="local:3"),
     }
     for name, result in results.items():
         assert result["isError"] is False
         jsonschema.validate(result["structuredContent"], outputs[name])
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
     assert results["recall"]["structuredContent"]["results"][0]["id"] == "local:1"
+    assert results["recent"]["structuredContent"]["next_cursor"] is not None
+    assert [v["id"] for v in results["history"]["structuredContent"]["versions"]] == [
+        "local:1", "local:3"]
 
 
 @pytest.mark.parametrize("tool, arguments, named", [
@@ -100,6 +107,18 @@ def test_results_match_their_output_schemas_and_repeat_as_text(server):
     ("forget", {"id": "local:1", "text": "both given"}, "id"),
     ("forget", {}, "id"),
     ("forget", {"text": ""}, "text"),
+    ("remember", {"content": "ok", "origin": "model"}, "origin"),
+    ("remember", {"content": "ok", "force": "yes"}, "force"),
+    ("remember", {"content": "ok", "kind": "handoff"}, "kind"),
+    ("update", {"id": "local:1"}, "content"),
+    ("update", {"content": "x"}, "id"),
+    ("recall", {"query": "q", "as_of": "yesterday"}, "as_of"),
+    ("recall", {"query": "q", "since": "2025-13-45"}, "since"),
+    ("recall", {"query": "q", "since": "2025-02-01", "until": "2025-01-01"}, "since"),
+    ("recall", {"query": "q", "include_history": 1}, "include_history"),
+    ("recent", {"cursor": "not a cursor"}, "cursor"),
+    ("recent", {"cursor": "bm90IGpzb24"}, "cursor"),
+    ("history", {"id": "local:99"}, "local:99"),
 ])
 def test_a_refused_argument_is_a_tool_error_naming_it(server, tool, arguments, named):
     assert re.search(rf"\b{named}\b", error_text(call(server, tool, **arguments)))
@@ -110,7 +129,7 @@ def test_refusals_say_what_a_valid_value_is(server):
         "limit must be an integer from 1 to 100")
     assert "split a longer text" in error_text(call(server, "remember", content="x" * 10_001))
     assert error_text(call(server, "remember", content="ok", size=1)) == (
-        "remember has no argument 'size'; it takes content, scope, kind")
+        "remember has no argument 'size'; it takes content, scope, kind, origin, force")
     long_name = "n" * 500
     assert len(error_text(call(server, "recent", **{long_name: 1}))) < 120  # not echoed whole
 
