@@ -28,9 +28,9 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from aml_retriever.store import rows_in
+from aml_retriever.timeline import HIDDEN_TABLE
 from aml_retriever.tokenizer import quote
 
 # A term FTS5 finds in more than half the messages gets this IDF from bm25() (fts5_aux.c).
@@ -77,10 +77,9 @@ class TermIndex:
     """One Search's view of the user's full-text index: its size and each term's document count
     are read once, however many lists and deeper readings ask for them."""
 
-    def __init__(self, conn: sqlite3.Connection,
-                 condition: tuple[str, list[Any]] | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, hides: bool = False) -> None:
         self.conn = conn
-        self.condition = condition  # which messages may be found (timeline.Visibility), or all
+        self.hides = hides  # whether timeline.HIDDEN_TABLE holds messages this read must not find
         self._df: dict[Term, int] = {}
         self._chosen: dict[tuple[Term, ...], list[Term]] = {}
 
@@ -104,8 +103,6 @@ class TermIndex:
             hits = self._hits(term, limit, session_id)
             if not hits:
                 continue
-            if len(hits) < limit and session_id is None and self.condition is None:
-                self._df.setdefault(term, len(hits))
             df = self._doc_count(term)
             fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
             weight = term.weight * idf(n, df)
@@ -145,12 +142,13 @@ class TermIndex:
         if session_id is not None:
             sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
             params.append(session_id)
-        if self.condition is not None:
-            sql += f" AND rowid IN (SELECT id FROM messages WHERE {self.condition[0]})"
-            params += self.condition[1]
+        if self.hides:
+            sql += f" AND rowid NOT IN (SELECT id FROM {HIDDEN_TABLE})"
         sql += " ORDER BY part DESC, rowid LIMIT ?"
-        params.append(limit)
-        return self.conn.execute(sql, params).fetchall()
+        found = self.conn.execute(sql, [*params, limit]).fetchall()
+        if len(found) < limit and session_id is None and not self.hides:
+            self._df.setdefault(term, len(found))  # every match was read: its count is known
+        return found
 
     def _doc_count(self, term: Term) -> int:
         """How many messages hold the term (FTS5's df for it)."""

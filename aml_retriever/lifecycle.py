@@ -36,6 +36,7 @@ from aml_retriever import audit
 from aml_retriever.dates import extract_dates
 from aml_retriever.errors import AmlError, InvalidField, NotFound
 from aml_retriever.service import MESSAGE_COLUMNS, MemoryService, Stamp, message_row
+from aml_retriever.timeline import withheld_changed
 from aml_retriever.validation import AddRequest, Message
 
 ORIGINS = ("user", "agent")
@@ -158,6 +159,7 @@ class Statements:
                                       trust=old["trust"])
             conn.execute("UPDATE messages SET retired_ms = ?, superseded_by = ? WHERE id = ?",
                          (now, new_id, message_id))
+            withheld_changed(conn)
             audit.record(conn, "update", self.actor, [message_id, new_id], None, [content])
             return Outcome(self._row(conn, new_id), replaced=self._row(conn, message_id))
 
@@ -168,6 +170,7 @@ class Statements:
             if row["trust"] == "confirmed":
                 return Outcome(row, replayed=True, note="already confirmed")
             conn.execute("UPDATE messages SET trust = 'confirmed' WHERE id = ?", (message_id,))
+            withheld_changed(conn)
             audit.record(conn, "confirm", self.actor, [message_id], None, [row["content"]])
             return Outcome(self._row(conn, message_id))
 
@@ -266,6 +269,8 @@ class Statements:
         stamp = Stamp(origin=origin, trust=trust or ("proposed" if origin == "agent" else "confirmed"),
                       fingerprint=print_, valid_ms=stated_date_ms(content, now))
         _, first_id = self.service.store_request(conn, request, request.payload_hash(), now, stamp)
+        if stamp.trust != "confirmed":
+            withheld_changed(conn)
         return first_id
 
 

@@ -89,7 +89,8 @@ _LIFECYCLE = """
 CREATE INDEX messages_by_fingerprint ON messages (fingerprint) WHERE fingerprint IS NOT NULL;
 -- What a default read must leave out (replaced or unconfirmed statements): usually nothing, and
 -- this index answers "is there any?" without reading the messages.
-CREATE INDEX messages_withheld ON messages (id) WHERE retired_ms IS NOT NULL OR trust != 'confirmed';
+CREATE INDEX messages_withheld ON messages (id, retired_ms, trust)
+    WHERE retired_ms IS NOT NULL OR trust != 'confirmed';
 
 -- A forgotten or rejected statement leaves its keyed text hash (never its text), so remembering
 -- it again is refused unless the caller says it is intended.

@@ -126,7 +126,7 @@ class Retrieval:
 
     @cached_property
     def index(self) -> TermIndex:
-        return TermIndex(self.conn, self.visible.condition)
+        return TermIndex(self.conn, self.visible.hides)
 
     def run(self, plan: QueryPlan, top_k: int, session_id: str | None,
             max_words: int | None = None) -> list[Result]:
@@ -191,10 +191,10 @@ class Retrieval:
                    if w("hop") > 0 else [])
         self._load_rows({m for m, _ in messages} | {m for m, _ in options} | set(following)
                         | {m for window, _ in windows for m in window} | {m for m, _ in bridged})
-        if self.visible.condition is not None:  # the index found only visible messages; these
+        if self.visible.hides:  # the index found only visible messages; these
             seen = self.visible.admits          # were reached along the conversation instead
-            windows = [(w, score) for w, score in windows if all(seen(self.rows[m]) for m in w)]
-            following = {m: rank for m, rank in following.items() if seen(self.rows[m])}
+            windows = [(w, score) for w, score in windows if all(map(seen, w))]
+            following = {m: rank for m, rank in following.items() if seen(m)}
         return _Hits(messages, windows, segments, options, bridged, following,
                      message_order=self._mixed_order(messages, segments, lambda m: m),
                      window_order=self._mixed_order(windows, segments, lambda w: w[-1]))

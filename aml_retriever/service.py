@@ -18,7 +18,7 @@ from aml_retriever.query import plan
 from aml_retriever.retrieval import Result, Retrieval
 from aml_retriever.signals import RetrievalConfig
 from aml_retriever.store import Store
-from aml_retriever.timeline import CURRENT, ReadFilter
+from aml_retriever.timeline import CURRENT, ReadFilter, withheld_changed
 from aml_retriever.tokenizer import index_text
 from aml_retriever.validation import AddRequest, SearchRequest
 from aml_retriever.views import WINDOW_SEPARATOR, ViewBuilder
@@ -326,6 +326,7 @@ class MemoryService:
             else:
                 conn.execute("UPDATE messages SET superseded_by = ? WHERE superseded_by = ?",
                              (successor, message_id))
+        withheld_changed(conn)
         audit.record(conn, reason, actor, [row[0] for row in rows], None, [row[2] for row in rows])
         conn.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
         # A request record whose messages are all gone is dropped, so sending the same statement

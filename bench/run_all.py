@@ -11,6 +11,7 @@ footprint), with one work directory for all of them:
 - bench_add.py        in-process Add throughput vs raw SQLite inserts of the same messages
 - bench_http.py       the real server: HTTP overhead, Search/Add/mix throughput with 1/4/16 clients
 - bench_footprint.py  bytes per message, Search over random users and server RSS at 10k/100k/1M
+- bench_lifecycle.py  recall and Search with the lifecycle filters on vs bypassed
 
 then reads their JSON results and writes `bench_out/summary.md`: each target, the measured value
 and the verdict. `--quick` runs every benchmark at small sizes (a smoke run of a few minutes; its
@@ -135,6 +136,13 @@ def footprint_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def lifecycle_rows(r: dict[str, Any]) -> list[Row]:
+    p = r["params"]
+    return [(f"{row['read']} with the lifecycle filters <= {p['max_ratio']:g}x bypassed "
+             f"({p['statements']:,}-statement memory)", f"{row['ratio']:.3f}x",
+             _verdict(row["passed"])) for row in r["ratios"]]
+
+
 QUICK_OTHERS = "50000"
 BENCHES = (
     Bench("search", ("--sizes", "1000,10000", "--others", QUICK_OTHERS, "--queries", "50",
@@ -146,6 +154,8 @@ BENCHES = (
     Bench("add", ("--adds", "200"), (), add_rows),
     Bench("http", ("--users", "4", "--user-messages", "500", "--seconds", "2", "--queries", "50",
                    "--rounds", "2"), (), http_rows),
+    Bench("lifecycle", ("--statements", "500", "--messages", "2000", "--queries", "50",
+                        "--rounds", "2"), (), lifecycle_rows),
 )
 
 

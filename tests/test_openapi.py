@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_retriever.server import ROUTES, USER_ROUTE
+from aml_retriever.server import AUDIT_ROUTE, ROUTES, USER_ROUTE
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -27,7 +27,7 @@ def assert_documented(path: str, method: str, response) -> None:
 
 
 def test_every_served_route_is_documented_and_nothing_else():
-    served = {(route.label, m.lower()) for route in [*ROUTES.values(), USER_ROUTE]
+    served = {(route.label, m.lower()) for route in [*ROUTES.values(), USER_ROUTE, AUDIT_ROUTE]
               for m in route.methods}
     documented = {(path, method) for path, item in SPEC["paths"].items() for method in item}
     assert served == documented

@@ -382,3 +382,21 @@ def test_mcp_takes_the_layered_settings_of_serve(tmp_path, capsys):
         cwd=Path(__file__).resolve().parent.parent)
     found = json.loads(flagged.stdout.splitlines()[0])["result"]["structuredContent"]["results"]
     assert [r["trust"] for r in found] == ["proposed"]  # control: the default shows it, flagged
+
+
+def test_what_a_read_withholds_follows_changes_made_through_another_connection(tmp_path):
+    stores = {"local": tmp_path / "p" / "memory.db", "global": tmp_path / "g" / "memory.db"}
+    reader, writer = ScopedMemory(stores), ScopedMemory(stores)
+    try:
+        writer.remember("The build runs on Jenkins.")
+        writer.remember("The build uses Gradle.")
+        writer.update("local:2", "The build uses Bazel.")
+        assert ids(reader.recall("build")["results"]) == ["local:3", "local:1"]  # made and kept
+        assert ids(reader.recall("build")["results"]) == ["local:3", "local:1"]
+        writer.update("local:1", "The build runs on Buildkite.")
+        assert set(ids(reader.recall("build")["results"])) == {"local:3", "local:4"}
+        writer.forget("local:4")  # the replaced version is current again
+        assert set(ids(reader.recall("build")["results"])) == {"local:1", "local:3"}
+    finally:
+        reader.close()
+        writer.close()
