@@ -65,6 +65,7 @@ class MessageRow:
     retired_ms: int | None
     superseded_by: int | None
     trust: str
+    origin: str
 
     @cached_property
     def features(self) -> Features:
@@ -291,7 +292,7 @@ class Retrieval:
         missing = [i for i in ids if i not in self.rows]
         for row in rows_in(self.conn, "SELECT id, session_id, role, content, timestamp_ms, "
                            "segment_id, features, recorded_ms, valid_ms, retired_ms, superseded_by, "
-                           "trust FROM messages WHERE id", missing):
+                           "trust, origin FROM messages WHERE id", missing):
             self.rows[row[0]] = MessageRow(*row)
 
     def _named_speakers(self, plan: QueryPlan) -> frozenset[str]:
@@ -397,18 +398,16 @@ class Retrieval:
     def _order_versions(self, plan: QueryPlan, fused: dict[Key, float]) -> set[Key]:
         """Put each fact's versions among the best candidates in the order the question needs
         (versions.py), in the ranks they hold together; returns the keys it moved."""
-        asked = frozenset(content_words(plan.subject))
+        question = content_words(plan.subject)  # light stem -> the word as the question wrote it
         ranked = sorted((k for k in fused if k[0] == "message"), key=lambda k: (-fused[k], k))
-        statements, written = [], {}
+        statements = []
         for key in ranked[:VERSIONS_DEPTH]:
             row = self.rows[key[1][0]]
-            words = content_words(_exact_words(row.content))
-            written.update(words)
-            statements.append(Statement(key, (row.timestamp_ms, row.id), row.valid_ms,
-                                        frozenset(words), asked & frozenset(words)))
+            held = frozenset(question) & frozenset(content_words(_exact_words(row.content)))
+            statements.append(Statement(key, (row.timestamp_ms, row.id), row.valid_ms, held))
 
         def weight(stem: str) -> float:
-            return self.index.idf(Term("words", written[stem]))
+            return self.index.idf(Term("words", question[stem]))
 
         groups = families(statements, weight)
         moved: set[Key] = set()

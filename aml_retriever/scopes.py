@@ -269,11 +269,9 @@ class ScopedMemory:
             service = self._service(name, create=False)
             if service is None:
                 continue
-            data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None, read=read))["data"]
-            rows = {row["id"]: row for row in service.messages(
-                MEMORY_USER, [int(item["id"][1:]) for item in data])}
-            ranked.append([(name, {**rows[item["id"]], **item}) for item in data
-                           if item["id"] in rows])
+            data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None, read=read),
+                                  statements=True)["data"]
+            ranked.append([(name, item) for item in data])
         words = query_words(query)
         merged = merge_heads(ranked, lambda entry: (-coverage(words, entry[1]["content"]),
                                                     -entry[1]["score"]))
@@ -471,10 +469,11 @@ def coverage(words: frozenset[str], content: str) -> float:
 def merge_heads(rankings: Sequence[Sequence[T]], key: Callable[[T], Any]) -> list[T]:
     """Merge rankings, each keeping its own order: the next item is the head that sorts first by
     `key`, and equal heads go in the order the rankings are given."""
+    keys = [[key(item) for item in ranking] for ranking in rankings]
     heads = [0] * len(rankings)
     merged: list[T] = []
     while True:
-        waiting = [(key(r[heads[i]]), i) for i, r in enumerate(rankings) if heads[i] < len(r)]
+        waiting = [(keys[i][heads[i]], i) for i, r in enumerate(rankings) if heads[i] < len(r)]
         if not waiting:
             return merged
         _, chosen = min(waiting, key=lambda entry: entry[0])

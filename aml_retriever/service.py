@@ -148,8 +148,10 @@ class MemoryService:
 
     # ---- Search --------------------------------------------------------------------------
 
-    def search(self, request: SearchRequest) -> dict[str, Any]:
-        """The user's best original evidence for the query, best first, each piece once."""
+    def search(self, request: SearchRequest, statements: bool = False) -> dict[str, Any]:
+        """The user's best original evidence for the query, best first, each piece once; with
+        `statements`, each result also carries the lifecycle fields of a statement (`origin`,
+        `trust`, `valid_from`, `superseded_by`), as the agents' memory answers them."""
         max_words = request.max_words or self.default_max_words
         with self.store.connection(request.user_id, create=False) as conn:
             if conn is None:
@@ -158,12 +160,13 @@ class MemoryService:
             with self.store.read(conn):
                 retrieval = Retrieval(conn, self.retrieval, request.read)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
-        found: dict[str, Any] = {"data": [self._result(r, retrieval.rows) for r in results]}
+        found: dict[str, Any] = {"data": [self._result(r, retrieval.rows, statements)
+                                          for r in results]}
         if max_words:
             found["words"] = retrieval.words_returned
         return found
 
-    def _result(self, result: Result, rows: dict[int, Any]) -> dict[str, Any]:
+    def _result(self, result: Result, rows: dict[int, Any], statement: bool) -> dict[str, Any]:
         members = [rows[m] for m in result.candidate.members]
         first = members[0]
         view = result.candidate.view
@@ -180,6 +183,12 @@ class MemoryService:
         if self.provenance:
             item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
                         evidence_flags=list(result.flags))
+        if statement:
+            item.update(origin=first.origin, trust=first.trust,
+                        valid_from=iso_utc(first.valid_ms or first.timestamp_ms),
+                        superseded_by=None if first.superseded_by is None
+                        else f"m{first.superseded_by}")
+            return item
         # Only a read of the past or of proposals meets these, so a default answer is unchanged.
         if view == "message" and first.superseded_by is not None:
             item["superseded_by"] = f"m{first.superseded_by}"

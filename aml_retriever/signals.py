@@ -39,9 +39,11 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("adjacency", 0.0, "the turn right after a strong hit (answers follow questions)"),
     Signal("recency", 0.0, "newer messages first (off by default; on for current-state questions)"),
     Signal("supersession", 0.5, "current-state questions: a newer update outranks what it replaced"),
-    # An order, not a list weight: any weight above 0 turns it on. Off for the HTTP contract
-    # (conversations are not statements of facts; LoCoMo dev is unchanged by it, see EVAL.md),
-    # on for agents' memories (scopes.py).
+    # An order, not a list weight: any weight above 0 turns it on. On for agents' memories
+    # (scopes.py; agent-memory suite, restated, present questions: newest first .158 -> .758).
+    # Off for the HTTP contract: conversations repeat a topic's words in turns that are not
+    # versions of one fact (LoCoMo dev MRR .649 -> .552 with it; synthetic update suite, present
+    # R@1 .12 -> .28): see docs/EVAL.md.
     Signal("versions", 0.0, "one fact's restated versions in the order the question needs: "
            "newest first, or the past one it names (versions.py)"),
     Signal("options", 0.3, "answer choices of a multiple-choice question, below the question's own"),

@@ -55,8 +55,7 @@ class Statement:
     key: object
     said: tuple[int, int]  # when it was said, then arrival: the order versions came in
     stated_ms: int | None  # the date it names as when it became true, if it names one
-    words: frozenset[str]  # its content words (`content_words`)
-    asked: frozenset[str]  # the question's content words it holds
+    asked: frozenset[str]  # the question's content words it holds (`content_words`)
 
 
 def families(ranked: Sequence[Statement], weight: Callable[[str], float]) -> list[list[Statement]]:

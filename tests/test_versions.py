@@ -23,7 +23,7 @@ def weight(word: str) -> float:
 def statement(n: int, asked: set[str], said: int | None = None, stated: int | None = None
               ) -> Statement:
     return Statement(("message", (n,)), (said if said is not None else n, n), stated,
-                     frozenset(asked), frozenset(asked))
+                     frozenset(asked))
 
 
 def test_statements_holding_the_asked_about_thing_are_one_family():
@@ -125,3 +125,13 @@ def test_the_agent_memory_suite_keeps_its_floor():
     groups = report["groups"]
     assert groups["current"]["first"] >= 0.65 and groups["current"]["stale_first"] <= 0.15
     assert groups["past"]["first"] >= 0.6
+
+
+def test_recall_across_memories_puts_first_the_head_holding_more_of_the_question(memory):
+    # Each memory's best has the same rank-based score; the words decide between them.
+    memory.remember("User-facing error messages are translated into German.")
+    memory.remember("The user lives in Dublin.", scope="global")
+    found = memory.recall("Which city does the user live in?")["results"]
+    assert [r["id"] for r in found] == ["global:1", "local:1"]
+    both = memory.recall("Which language are user-facing error messages in?")["results"]
+    assert [r["id"] for r in both] == ["local:1", "global:1"]  # control: the other way round
