@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import resource
+import shutil
 import signal
 import threading
+from pathlib import Path
 
 from aml_retriever.errors import StoreError
 from aml_retriever.server import AmlHTTPServer, Checkpointer, is_loopback
@@ -14,6 +16,9 @@ from aml_retriever.settings import Config
 from aml_retriever.store import Store
 
 log = logging.getLogger("aml_retriever.server")
+# Below this much free space on the store's disk, start-up warns that writes will fail: an Add
+# of the largest accepted body (1 MiB) with its index rows and WAL frames needs a few MiB.
+LOW_SPACE_BYTES = 16 * 1024 * 1024
 # Extra seconds the stop waits for requests in flight after closing idle connections.
 STOP_GRACE_S = 5.0
 
@@ -30,6 +35,7 @@ class App:
         retrieval = config.retrieval()
         self.store = Store(config.db_path, config.synchronous, retrieval)
         self.store.hold_shared()
+        _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None)
         self.server = AmlHTTPServer(config, self.service)
@@ -82,6 +88,15 @@ class App:
         self.store.checkpoint_dirty()
         self.store.close()
         log.info("stopped")
+
+
+def _warn_if_full(path: Path) -> None:
+    """Say at start-up when the store's disk is (nearly) full: reads are served, writes will
+    fail (507) until space is freed."""
+    free = shutil.disk_usage(path.parent).free
+    if free < LOW_SPACE_BYTES:
+        log.warning("only %d bytes free on the disk of %s: Searches are served, but Adds and "
+                    "deletions may fail for lack of space until some is freed", free, path)
 
 
 def _raise_file_limit() -> None:

@@ -8,8 +8,10 @@ a missing confirmation).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import re
 import sqlite3
 import sys
@@ -25,6 +27,7 @@ from aml_retriever.service import MemoryService
 from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
 from aml_retriever.store import Store
 from aml_retriever.tokenizer import FTS_TOKENIZE
+from aml_retriever.validation import parse_user
 
 MIN_PYTHON = (3, 11)
 EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr), 2 usage error"
@@ -89,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     delete = _command(commands, "delete-user", "remove every record of one user",
                       "Remove one user's messages, views, index rows, request records and session "
-                      "cursors in one transaction. Safe beside a running server.",
+                      "cursors in one transaction. Safe beside a running server. The store must "
+                      "exist.",
                       "python3 -m aml_retriever delete-user --db ./aml.db --user user-1")
     _store_options(delete)
     delete.add_argument("--user", required=True, help="the user_id, exactly as it was sent")
@@ -111,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(segment_*). Refused while a server uses the store. Progress on stderr.",
                        "python3 -m aml_retriever reindex --db ./aml.db --config my.json")
     _store_options(reindex)
+    for setting in SETTINGS:
+        if setting.changes_index:  # the flags `serve` says a changed index needs
+            _add_setting(reindex, setting)
     reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     mcp = _command(commands, "mcp", "serve the memory tools to an agent over MCP on stdio",
@@ -175,9 +182,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except AmlError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader went away (`stats | head -3`): nothing is left to say to it, and the
+        # interpreter's last flush must not fail again on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except AmlError as exc:
+        return _failed(exc.message)
+    except OSError as exc:  # a port, a file or a permission: the system's own reason, one line
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _failed(f"{exc.strerror or exc}{where}")
+    except sqlite3.Error as exc:
+        return _failed(f"the store cannot be used: {exc}")
+
+
+def _failed(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 1
 
 
 def _settings(args: argparse.Namespace) -> Config:
@@ -190,7 +211,14 @@ def _serve(args: argparse.Namespace) -> int:
     config = _settings(args)
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    App(config).run_forever()
+    try:
+        app = App(config)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise AmlError(f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
+                           "port") from None
+        raise
+    app.run_forever()
     return 0
 
 
@@ -202,14 +230,19 @@ def _print_config(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Config]:
-    """A store for a whole-store command. Only `reindex` needs the index settings; the others
-    work on any store whatever settings built it."""
-    config = load({"db_path": args.db}, args.config)
+    """The existing store a whole-store command works on (never created here: a mistyped --db
+    is an error, not an empty store). Only `reindex` needs the index settings; the others work
+    on any store whatever settings built it."""
+    given = {s.name: getattr(args, s.name, None) for s in SETTINGS if s.changes_index}
+    config = load({"db_path": args.db, **given}, args.config)
+    if not Path(config.db_path).is_file():
+        raise InvalidField(f"there is no store at {config.db_path} (check --db)", "db")
     return Store(config.db_path, retrieval=config.retrieval(),
                  reindexing=reindexing), config
 
 
 def _delete_user(args: argparse.Namespace) -> int:
+    parse_user({"user_id": args.user})  # refused as HTTP refuses it, before the store is opened
     store, _ = _store(args)
     try:
         _print(MemoryService(store).delete_user(args.user, actor="cli"))

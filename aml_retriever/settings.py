@@ -28,6 +28,7 @@ class Setting:
     secret: bool = False
     changes_index: bool = False  # part of the stored index identity: changing it needs `reindex`
     minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] = ()
 
     @property
@@ -41,7 +42,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", "127.0.0.1", str, "address to bind"),
-    Setting("port", 8080, int, "TCP port to bind (0 picks a free one)", minimum=0),
+    Setting("port", 8080, int, "TCP port to bind (0 picks a free one)", minimum=0, maximum=65535),
     Setting("db_path", "./aml.db", str, "store path: the catalog file; user files live in PATH.users/"),
     Setting("api_key", "", str, "API key required on every endpoint but /health", secret=True),
     Setting("allow_unauthenticated", False, bool, "allow binding a non-loopback address without a key"),
@@ -178,6 +179,8 @@ def _number(setting: Setting, raw: Any) -> float:
         raise InvalidField(f"{setting.name} must be a number", setting.name) from None
     if setting.minimum is not None and value < setting.minimum:
         raise InvalidField(f"{setting.name} must be at least {setting.minimum:g}", setting.name)
+    if setting.maximum is not None and value > setting.maximum:
+        raise InvalidField(f"{setting.name} must be at most {setting.maximum:g}", setting.name)
     return value
 
 
@@ -207,8 +210,10 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise InvalidField(f"config file cannot be read as JSON: {exc}", "config") from None
+    except OSError as exc:
+        raise InvalidField(f"config file {path} cannot be opened: {exc.strerror}", "config") from None
+    except ValueError as exc:
+        raise InvalidField(f"config file {path} is not valid JSON: {exc}", "config") from None
     if not isinstance(data, dict):
         raise InvalidField("config file must hold a JSON object", "config")
     unknown = sorted(set(data) - set(BY_NAME))

@@ -92,7 +92,11 @@ class Store:
     def _open_catalog(self) -> None:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a store file", "db")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the directory of the store {self.path}: "
+                             f"{exc.strerror}", "db") from None
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)
             try:
@@ -101,8 +105,22 @@ class Store:
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path} is not a usable aml_retriever store ({exc})", "db") from None
-        self.shard_dir.mkdir(exist_ok=True)
+            raise StoreError(self._unusable(exc), "db") from None
+        try:
+            self.shard_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the directory of the user files {self.shard_dir}: "
+                             f"{exc.strerror}", "db") from None
+
+    def _unusable(self, exc: sqlite3.DatabaseError) -> str:
+        """Why the store cannot be opened, named by its real cause where one is known."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL:
+            return f"no space left on the device that holds {self.path}"
+        if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM) and \
+                not os.access(self.path if self.path.exists() else self.path.parent, os.W_OK):
+            return f"permission denied: {self.path} cannot be written by this user"
+        return f"{self.path} is not a usable aml_retriever store ({exc})"
 
     def _check_index_identity(self, conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
@@ -116,7 +134,13 @@ class Store:
     def _migrate(self, conn: sqlite3.Connection, migrations: tuple[str, ...], current: str,
                  fmt: str, what: str) -> None:
         """Make a new file from the `current` schema, bring an older one to it through the
-        migrations it has not had, or refuse a file that is not ours or is newer."""
+        migrations it has not had, or refuse a file that is not ours or is newer. A file
+        already current is only read, so a store on a full disk still opens (for reads)."""
+        if conn.execute("PRAGMA user_version").fetchone()[0] == len(migrations):
+            found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            if not found or found[0] != fmt:
+                raise StoreError(f"{self.path} is not an aml_retriever {what}", "db")
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -140,7 +164,8 @@ class Store:
             conn.execute(f"PRAGMA user_version = {len(migrations)}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+                conn.execute("ROLLBACK")
             raise
 
     # ---- server lock ---------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""Mistakes on the command line end in one line on stderr and exit 1 (2 for usage), never in a
+traceback, and a mistyped --db is never turned into a new empty store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from aml_retriever.cli import main
+from aml_retriever.service import MemoryService
+from aml_retriever.validation import AddRequest, Message
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    db = tmp_path / "aml.db"
+    service = MemoryService.open(str(db))
+    service.add(AddRequest("r1", "alice", "s", (Message("user", "hello", 1),)))
+    service.close()
+    return db
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["serve", "--port", "99999"], "port must be at most 65535"),
+    (["serve", "--port", "-1"], "port must be at least 0"),
+    (["serve", "--config", "{missing}"], "cannot be opened: No such file or directory"),
+    (["serve", "--config", "{bad_json}"], "is not valid JSON"),
+    (["serve", "--config", "{big_port}"], "port must be at most 65535"),
+    (["serve", "--db", "{a_file}/sub/aml.db"], "cannot make the directory of the store"),
+])
+def test_serve_refuses_a_bad_setting_or_path_in_one_line(tmp_path, capsys, argv, says):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "big.json").write_text(json.dumps({"port": 70000}))
+    (tmp_path / "afile").write_text("")
+    names = {"missing": tmp_path / "missing.json", "bad_json": tmp_path / "bad.json",
+             "big_port": tmp_path / "big.json", "a_file": tmp_path / "afile"}
+    code, err = run(capsys, *(a.format(**names) for a in argv))
+    assert code == 1 and says in one_line_error(err)
+
+
+@pytest.mark.parametrize("command", [["stats"], ["delete-user", "--user", "alice"], ["reindex"],
+                                     ["purge", "--yes"]])
+def test_a_mistyped_db_is_refused_and_nothing_is_created(tmp_path, capsys, store, command):
+    missing = tmp_path / "typo" / "aml.db"
+    code, err = run(capsys, command[0], "--db", str(missing), *command[1:])
+    assert code == 1 and "there is no store at" in one_line_error(err)
+    assert not (tmp_path / "typo").exists()
+    code, _ = run(capsys, command[0], "--db", str(store), *command[1:])
+    assert code == 0  # control: the real store is served
+
+
+def test_delete_user_refuses_an_empty_user_id_as_http_does(capsys, store):
+    code, err = run(capsys, "delete-user", "--db", str(store), "--user", "")
+    assert code == 1 and "user_id" in one_line_error(err)
+
+
+def test_reindex_takes_the_index_flags_serve_names(capsys, store):
+    code, err = run(capsys, "reindex", "--db", str(store), "--segment-max-messages", "30",
+                    "--quiet")
+    assert code == 0, err
+    code, err = run(capsys, "stats", "--db", str(store))
+    assert code == 0  # the store, stamped for the new settings, still opens for whole-store work
+
+
+def test_a_port_in_use_is_named_in_one_line(tmp_path):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        done = subprocess.run([sys.executable, "-m", "aml_retriever", "serve", "--port", str(port),
+                               "--db", str(tmp_path / "aml.db")], capture_output=True, text=True,
+                              timeout=60, cwd=ROOT)
+    finally:
+        holder.close()
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in one_line_error(done.stderr.splitlines()[-1])
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the command as another user")
+def test_an_unwritable_directory_is_reported_as_a_permission_problem():
+    python = "/usr/bin/python3"  # one another user can run (this one may live under /root)
+    probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", f"{python} -c 'import sys; "
+                            "assert sys.version_info >= (3, 11)'"], capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(f"{python} (3.11 or later) cannot be run by the user nobody here")
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own directories are private to root
+    try:
+        base.chmod(0o755)
+        readonly = base / "ro"
+        readonly.mkdir(mode=0o555)
+        done = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c",
+                               f"cd {ROOT} && timeout 20 {python} -m aml_retriever serve "
+                               f"--port 0 --db {readonly}/aml.db"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 1 and "permission denied" in one_line_error(done.stderr)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    reader = subprocess.Popen([sys.executable, "-m", "aml_retriever", "print-config"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert reader.stdout is not None
+    reader.stdout.close()  # the reader goes away before the command writes
+    _, err = reader.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
