@@ -13,12 +13,15 @@ from aml_retriever.errors import StoreError
 from aml_retriever.server import AmlHTTPServer, Checkpointer, is_loopback
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.store import Store
+from aml_retriever.store import IDLE_CONNECTIONS, Store
 
 log = logging.getLogger("aml_retriever.server")
 # Below this much free space on the store's disk, start-up warns that writes will fail: an Add
 # of the largest accepted body (1 MiB) with its index rows and WAL frames needs a few MiB.
 LOW_SPACE_BYTES = 16 * 1024 * 1024
+# Descriptors kept for everything else a process holds: standard streams, the log, the catalog,
+# the listening socket, Python's own.
+DESCRIPTOR_MARGIN = 32
 # Extra seconds the stop waits for requests in flight after closing idle connections.
 STOP_GRACE_S = 5.0
 
@@ -30,10 +33,14 @@ class App:
         if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
             raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
                              "or pass --allow-unauthenticated to expose it anyway", "host")
-        _raise_file_limit()
+        descriptors = _raise_file_limit()
+        # A write past a file-size limit must fail with an error the store reports (507), not
+        # kill the process with SIGXFSZ.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         self.config = config
         retrieval = config.retrieval()
-        self.store = Store(config.db_path, config.synchronous, retrieval)
+        self.store = Store(config.db_path, config.synchronous, retrieval,
+                           idle_connections=idle_connections(descriptors, config))
         self.store.hold_shared()
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
@@ -99,8 +106,9 @@ def _warn_if_full(path: Path) -> None:
                     "deletions may fail for lack of space until some is freed", free, path)
 
 
-def _raise_file_limit() -> None:
-    """Each open user file costs three descriptors; lift the soft limit to the hard one."""
+def _raise_file_limit() -> int:
+    """Each open user file costs three descriptors; lift the soft limit to the hard one.
+    Returns the limit in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         try:
@@ -108,3 +116,15 @@ def _raise_file_limit() -> None:
                                                         else 65536, hard))
         except (ValueError, OSError):
             pass
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 65536 if soft == resource.RLIM_INFINITY else soft
+
+
+def idle_connections(descriptors: int, config: Config) -> int:
+    """How many user files may stay open between requests within the descriptor limit: what is
+    left after a socket for every connection the server holds (a worker's, a queued one), the
+    files a request opens while it runs (a user file and its WAL and shared memory, per active
+    request), and a margin for logs and the catalog; three descriptors each, at least 2, at most
+    the store's default. At the Linux default of 1,024: the default 64; at 256 (macOS): 46."""
+    held = config.workers + config.queue_size + 3 * config.active_requests + DESCRIPTOR_MARGIN
+    return max(2, min(IDLE_CONNECTIONS, (descriptors - held) // 3))

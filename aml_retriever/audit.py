@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ from typing import Any
 from aml_retriever.dates import iso_utc
 from aml_retriever.migrations import AUDIT_DELETE_GUARD
 
+log = logging.getLogger("aml_retriever.audit")
 ACTORS = ("http", "cli", "mcp")
 # A page of the log: as many events as a caller asks, at most this many.
 MAX_PAGE = 1000
@@ -82,13 +84,18 @@ def erase(conn: sqlite3.Connection) -> None:
 
 
 def record_deletion(catalog: Path, actor: str) -> None:
-    """Note in the catalog that a user was deleted: the time and the transport, nothing more."""
-    conn = sqlite3.connect(catalog, isolation_level=None, timeout=15)
+    """Note in the catalog that a user was deleted: the time and the transport, nothing more.
+    The deletion itself is done: a catalog that cannot take the note (a full disk) is logged,
+    never a reason to answer that the user was not deleted."""
     try:
-        conn.execute("INSERT INTO deletions (at_ms, actor) VALUES (?, ?)",
-                     (int(time.time() * 1000), actor))
-    finally:
-        conn.close()
+        conn = sqlite3.connect(catalog, isolation_level=None, timeout=15)
+        try:
+            conn.execute("INSERT INTO deletions (at_ms, actor) VALUES (?, ?)",
+                         (int(time.time() * 1000), actor))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        log.warning("a user was deleted, but the catalog could not record it: %s", exc)
 
 
 def _event(row: tuple[Any, ...]) -> dict[str, Any]:

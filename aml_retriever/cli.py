@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import re
+import resource
+import shutil
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -25,11 +27,14 @@ from aml_retriever.lifecycle import Statements
 from aml_retriever.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
-from aml_retriever.store import Store
+from aml_retriever.store import QUARANTINE, Store
 from aml_retriever.tokenizer import FTS_TOKENIZE
 from aml_retriever.validation import parse_user
 
 MIN_PYTHON = (3, 11)
+# Below this open-file limit a server's sockets and user files crowd each other out (app.py
+# sizes the idle files from what is left: at 256 it keeps 46 open).
+MIN_OPEN_FILES = 256
 EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr), 2 usage error"
 
 
@@ -172,9 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which memory (default local)")
     export.add_argument("--out", help="write to this file (default: standard output)")
 
-    _command(commands, "check", "check Python, SQLite and FTS5 on this machine",
-             "Environment self-check; exits 1 when something is missing.",
-             "python3 -m aml_retriever check")
+    check = _command(commands, "check", "check this machine, and a store when --db is given",
+                     "Check Python, SQLite and FTS5; with --db, also the store: the catalog and "
+                     "every user file (SQLite quick_check, read only), damaged files set aside, "
+                     "free space on its disk and the open-file limit. Exits 1 with one line per "
+                     "problem.", "python3 -m aml_retriever check --db ./aml.db")
+    check.add_argument("--db", help="a store to check as well (never created or changed)")
     return parser
 
 
@@ -376,16 +384,53 @@ def message_number(text: str) -> int:
     return int(match.group(1))
 
 
-def _check(_: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace) -> int:
     checks = [
         (f"Python {sys.version.split()[0]} (need >= {'.'.join(map(str, MIN_PYTHON))})",
          sys.version_info >= MIN_PYTHON),
         (f"SQLite {sqlite3.sqlite_version}", True),
         ("FTS5 with the unicode61 categories option", _fts5_works()),
     ]
+    if args.db is not None:
+        checks += store_checks(Path(args.db))
     for label, ok in checks:
         print(f"{'ok  ' if ok else 'FAIL'} {label}")
     return 0 if all(ok for _, ok in checks) else 1
+
+
+def store_checks(db: Path) -> list[tuple[str, bool]]:
+    """What `check --db` reports of a store, read only: one (line, ok) per finding."""
+    from aml_retriever.app import LOW_SPACE_BYTES
+
+    if not db.is_file():
+        return [(f"a store at {db}", False)]
+    checks = [(f"catalog {db}", _quick_check(db) == "ok")]
+    shard_dir = Path(f"{db}.users")
+    files = sorted(shard_dir.glob("??/*.db"))
+    damaged = [path.name for path in files if _quick_check(path) != "ok"]
+    checks.append((f"{len(files)} user files, {len(damaged)} damaged"
+                   + (f": {', '.join(damaged)}" if damaged else ""), not damaged))
+    quarantined = sorted(p.name for p in (shard_dir / QUARANTINE).glob("*.db"))
+    checks.append((f"{len(quarantined)} damaged user files set aside in {shard_dir / QUARANTINE}"
+                   + (f": {', '.join(quarantined)}" if quarantined else ""), not quarantined))
+    free = shutil.disk_usage(db.parent).free
+    checks.append((f"{free // 2**20:,} MiB free on the store's disk (writes need "
+                   f"{LOW_SPACE_BYTES // 2**20} MiB)", free >= LOW_SPACE_BYTES))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    checks.append((f"open-file limit {soft} (a server needs {MIN_OPEN_FILES})",
+                   soft == resource.RLIM_INFINITY or soft >= MIN_OPEN_FILES))
+    return checks
+
+
+def _quick_check(path: Path) -> str:
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            return str(conn.execute("PRAGMA quick_check").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return str(exc)
 
 
 def _fts5_works() -> bool:

@@ -87,6 +87,21 @@ class Overloaded(AmlError):
     code = "overloaded"
 
 
+class UserStoreDamaged(AmlError):
+    """The user's file is damaged (not a database, or malformed): it was moved aside, and the
+    user is refused until it is restored or the user is deleted. Other users are unaffected."""
+
+    status = 503
+    code = "user_store_damaged"
+
+
+class StorageFull(AmlError):
+    """The store could not write: the disk is full, or a file reached the size limit."""
+
+    status = 507
+    code = "storage_full"
+
+
 class StoreError(AmlError):
     """The database cannot be used as it is (wrong version, not a store, locked by a server)."""
 

@@ -40,8 +40,10 @@ from aml_retriever.errors import (
     Overloaded,
     PayloadTooLarge,
     RequestTimeout,
+    StorageFull,
     Unauthorized,
     UnsupportedMediaType,
+    UserStoreDamaged,
     error_body,
     internal_error_body,
 )
@@ -59,6 +61,9 @@ BODY_DEADLINE_FACTOR = 3
 # while what the client sends is read and dropped. Closed at once with its request unread, it
 # would be reset, and a client still sending would see a broken pipe instead of the 503.
 REJECTED_LINGER_S = 1.0
+# When a client may try again after a full disk or a damaged user file: an operator's fix takes
+# minutes, and a client retrying every second would only add load.
+RESOURCE_RETRY_S = 60
 REJECTED_LINGER_MAX = 512
 # The methods routes may accept; any other method token is logged as OTHER, never as sent.
 KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
@@ -511,6 +516,8 @@ def _error_headers(exc: AmlError) -> dict[str, str]:
         return {"WWW-Authenticate": 'Bearer realm="aml_retriever"'}
     if isinstance(exc, Overloaded):
         return {"Retry-After": "1"}
+    if isinstance(exc, (StorageFull, UserStoreDamaged)):
+        return {"Retry-After": str(RESOURCE_RETRY_S)}
     return {}
 
 

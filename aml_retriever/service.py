@@ -7,12 +7,13 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__, audit
+from aml_retriever import __version__, audit, resources
 from aml_retriever.candidates import INDEXES
 from aml_retriever.dates import iso_utc
-from aml_retriever.errors import IdempotencyConflict
+from aml_retriever.errors import IdempotencyConflict, StorageFull, UserStoreDamaged
 from aml_retriever.features import Features, extract
 from aml_retriever.query import plan
 from aml_retriever.retrieval import Result, Retrieval
@@ -201,22 +202,36 @@ class MemoryService:
     def delete_user(self, user_id: str, actor: str = "http") -> dict[str, Any]:
         """Remove everything of one user in one transaction (its audit log and the key of its
         hashes too), then truncate the WAL so the deleted text does not linger there either.
-        The catalog notes that a deletion happened, with nothing that names the user."""
+        A file that cannot be written (a full disk) or read (damaged) is unlinked instead, which
+        needs neither: a user can always be forgotten. The catalog notes that a deletion
+        happened, with nothing that names the user."""
         removed = {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
+        answer: dict[str, Any] = {"success": True, "user_id": user_id, "deleted": removed}
+        try:
+            existed = self._delete_rows(user_id, removed)
+        except (StorageFull, UserStoreDamaged):
+            # What the file held cannot be counted; its files are gone all the same.
+            answer["files_removed"] = self.store.remove_user_files(user_id)
+            existed = True
+        if existed:
+            audit.record_deletion(self.store.path, actor)
+        return answer
+
+    def _delete_rows(self, user_id: str, removed: dict[str, int]) -> bool:
         with self.store.connection(user_id, create=False) as conn:
-            if conn is not None:
-                with self.store.write(conn):
-                    for table in removed:
-                        removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                        conn.execute(f"DELETE FROM {table}")
-                    for table in ("speakers", "removals", "tombstones"):
-                        conn.execute(f"DELETE FROM {table}")
-                    for index in INDEXES:
-                        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-                    audit.erase(conn)
-                self.store.checkpoint(conn)
-                audit.record_deletion(self.store.path, actor)
-        return {"success": True, "user_id": user_id, "deleted": removed}
+            if conn is None:
+                return False
+            with self.store.write(conn):
+                for table in removed:
+                    removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                    conn.execute(f"DELETE FROM {table}")
+                for table in ("speakers", "removals", "tombstones"):
+                    conn.execute(f"DELETE FROM {table}")
+                for index in INDEXES:
+                    conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
+                audit.erase(conn)
+            self.store.checkpoint(conn)
+        return True
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         """Rebuild every derived row (features, index rows, links, segments) of every user from
@@ -410,22 +425,26 @@ class MemoryService:
         """Counts only, never content."""
         totals = {"users": 0, "messages": 0, "sessions": 0, "requests": 0}
         size = self.store.path.stat().st_size
+        damaged = 0
         for path in self.store.shard_paths():
-            size += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-            conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
             try:
-                counts = conn.execute("SELECT (SELECT count(*) FROM messages), "
-                                      "(SELECT count(*) FROM sessions), "
-                                      "(SELECT count(*) FROM requests)").fetchone()
+                size += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+                counts = _counts(path)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
             except sqlite3.OperationalError:
+                if resources.out_of_descriptors():
+                    raise resources.overloaded() from None
                 continue  # a file being created right now: no committed schema yet
-            finally:
-                conn.close()
+            except sqlite3.DatabaseError:
+                damaged += 1  # counted, never a failure of the whole answer
+                continue
             totals["users"] += counts[0] > 0
             totals["messages"] += counts[0]
             totals["sessions"] += counts[1]
             totals["requests"] += counts[2]
-        return {**totals, "store_bytes": size}
+        return {**totals, "store_bytes": size, "damaged_user_files": damaged,
+                "quarantined_user_files": len(self.store.quarantined())}
 
     @staticmethod
     def health() -> dict[str, Any]:
@@ -441,3 +460,13 @@ def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
             "trust": trust, "recorded_at": iso_utc(recorded), "valid_from": iso_utc(valid),
             "retired_at": iso_utc(retired) if retired is not None else None,
             "superseded_by": f"m{superseded_by}" if superseded_by is not None else None}
+
+
+def _counts(path: Path) -> tuple[int, int, int]:
+    """A user file's message, session and request counts, read only."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM "
+                            "sessions), (SELECT count(*) FROM requests)").fetchone()
+    finally:
+        conn.close()

@@ -22,13 +22,13 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__
-from aml_retriever.errors import StoreError
+from aml_retriever import __version__, resources
+from aml_retriever.errors import StoreError, UserStoreDamaged
 from aml_retriever.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
@@ -59,6 +59,7 @@ IDLE_CONNECTIONS = 64
 # Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
 # measured 624 MB of server memory; the operating system's file cache still holds the pages.
 SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
+QUARANTINE = "quarantine"  # the directory (beside the user files) of damaged ones
 
 
 def shard_name(user_id: str) -> str:
@@ -70,7 +71,8 @@ class Store:
     """A catalog file plus a directory of per-user shard files."""
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
-                 retrieval: RetrievalConfig | None = None, reindexing: bool = False) -> None:
+                 retrieval: RetrievalConfig | None = None, reindexing: bool = False,
+                 idle_connections: int = IDLE_CONNECTIONS) -> None:
         # Absolute, so file URIs (read-only opens) work and a later chdir changes nothing.
         self.path = Path(os.path.abspath(path))
         retrieval = retrieval or RetrievalConfig()
@@ -79,7 +81,7 @@ class Store:
         self._reindexing = reindexing
         self.shard_dir = Path(str(self.path) + ".users")
         self.synchronous = synchronous
-        self._idle = _Pool(IDLE_CONNECTIONS)
+        self._idle = _Pool(idle_connections)
         self._all_connections: list[sqlite3.Connection] = []
         self._registry_lock = threading.Lock()
         self._dirty: set[Path] = set()
@@ -195,12 +197,60 @@ class Store:
         name = shard_name(user_id)
         return self.shard_dir / name[:2] / f"{name}.db"
 
+    @property
+    def quarantine_dir(self) -> Path:
+        """Where damaged user files are moved aside (never read as a user's memory again)."""
+        return self.shard_dir / QUARANTINE
+
     @contextmanager
     def connection(self, user_id: str, create: bool) -> Iterator[sqlite3.Connection | None]:
         """A connection to a user's file for the duration of the block; None when the user has no
-        file and `create` is false (reads never create files)."""
-        with self.connection_at(self.shard_path(user_id), create) as conn:
-            yield conn
+        file and `create` is false (reads never create files). What goes wrong with the file or
+        the machine inside the block is reported as its cause (resources.py): a damaged file is
+        moved aside and its user refused, a full disk is StorageFull, no file descriptors left
+        is Overloaded; never an internal error."""
+        path = self.shard_path(user_id)
+        if (self.quarantine_dir / path.name).exists():
+            raise resources.damaged()
+        try:
+            with self.connection_at(path, create) as conn:
+                yield conn
+        except (sqlite3.Error, OSError) as exc:
+            cause = resources.cause(exc)
+            if cause is None:
+                raise
+            if isinstance(cause, UserStoreDamaged):
+                self.quarantine(path)
+            raise cause from None
+
+    def quarantine(self, path: Path) -> None:
+        """Move a damaged user file (and its WAL and shared-memory files) aside, closing every
+        idle connection to it first; in-flight ones finish on the moved file."""
+        self._idle.drop(path, self._close)
+        self.quarantine_dir.mkdir(exist_ok=True)
+        for part in _parts(path):
+            try:
+                os.replace(part, self.quarantine_dir / part.name)
+            except FileNotFoundError:
+                continue
+        log.warning("a damaged user file was moved to %s", self.quarantine_dir)
+
+    def remove_user_files(self, user_id: str) -> int:
+        """Unlink a user's file, its WAL and shared-memory files and any quarantined copy: the
+        deletion that needs no free space and no readable file. Returns the files removed."""
+        path = self.shard_path(user_id)
+        self._idle.drop(path, self._close)
+        removed = 0
+        for part in [*_parts(path), *_parts(self.quarantine_dir / path.name)]:
+            try:
+                part.unlink()
+                removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+    def quarantined(self) -> list[Path]:
+        return sorted(self.quarantine_dir.glob("*.db"))
 
     @contextmanager
     def connection_at(self, path: Path, create: bool = False
@@ -360,6 +410,11 @@ class Store:
             self._lock_file = None
 
 
+def _parts(path: Path) -> list[Path]:
+    """A SQLite file and the files beside it that belong to it."""
+    return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
 def rows_in(conn: sqlite3.Connection, select: str, ids: Sequence[int]) -> Iterator[tuple[Any, ...]]:
     """Rows of `select ... IN (ids)` (`select` ends with the column compared), in chunks that stay
     below SQLite's variable limit."""
@@ -378,8 +433,11 @@ def _use_wal(conn: sqlite3.Connection) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             return
-        except sqlite3.OperationalError:
-            if time.monotonic() > deadline:
+        except sqlite3.OperationalError as exc:
+            # Only another opener's lock is worth waiting for: out of file descriptors, say, it
+            # would wait the whole busy timeout and then fail anyway.
+            if resources.primary(exc) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
+                    or time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
 
@@ -425,3 +483,11 @@ class _Pool:
     def clear(self) -> None:
         with self._lock:
             self._idle.clear()
+
+    def drop(self, path: Path, close: Callable[[sqlite3.Connection], None]) -> None:
+        """Close every idle connection to one file."""
+        with self._lock:
+            dropped = [key for key in self._idle if key[0] == path]
+            conns = [self._idle.pop(key) for key in dropped]
+        for conn in conns:
+            close(conn)

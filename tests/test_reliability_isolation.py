@@ -105,7 +105,8 @@ def test_no_read_path_returns_or_reveals_another_users_data(http, world):
     assert conflict.status == 409 and marker[first] not in conflict.raw.decode()
 
     stats = http.request("GET", "/stats")
-    assert set(stats.body) == {"users", "messages", "sessions", "requests", "store_bytes"}
+    assert set(stats.body) == {"users", "messages", "sessions", "requests", "store_bytes",
+                               "damaged_user_files", "quarantined_user_files"}
     assert not any(m.encode() in stats.raw or u.encode() in stats.raw
                    for u, m in marker.items())
 

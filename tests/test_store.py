@@ -174,9 +174,8 @@ def test_no_connection_is_ever_leased_to_two_threads_at_once(tmp_path):
     assert 1 <= len(store._all_connections) <= 8  # reused, not one per lease
 
 
-def test_idle_connections_are_bounded_however_many_users(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "IDLE_CONNECTIONS", 4)
-    store = Store(tmp_path / "aml.db")
+def test_idle_connections_are_bounded_however_many_users(tmp_path):
+    store = Store(tmp_path / "aml.db", idle_connections=4)
     for i in range(12):
         with store.connection(f"user-{i}", create=True) as conn:
             conn.execute("SELECT 1")
