@@ -61,6 +61,10 @@ BODY_DEADLINE_FACTOR = 3
 # while what the client sends is read and dropped. Closed at once with its request unread, it
 # would be reset, and a client still sending would see a broken pipe instead of the 503.
 REJECTED_LINGER_S = 1.0
+# How long a connection whose request was refused before its body was read (413, 411, 401...)
+# is drained after the answer: an 8 MiB body arrives over loopback in well under a second, and a
+# client still sending after this long is cut off (bounded: REJECTED_LINGER_MAX at once).
+EARLY_ERROR_LINGER_S = 5.0
 # When a client may try again after a full disk or a damaged user file: an operator's fix takes
 # minutes, and a client retrying every second would only add load.
 RESOURCE_RETRY_S = 60
@@ -156,6 +160,21 @@ class DeadlineReader(io.RawIOBase):
             self.sock.settimeout(self.timeout)  # writes keep the full timeout
 
 
+class CrlfLines:
+    """The request's header lines, read through to the real reader, noting any line that ends
+    in a bare LF (http.client accepts one; this server refuses it)."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+        self.bare_lf = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self._reader.readline(limit)
+        if line.endswith(b"\n") and not line.endswith(b"\r\n"):
+            self.bare_lf = True
+        return line
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"aml_retriever/{__version__}"
@@ -185,7 +204,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self.server.track(self.connection, busy=True)
-        if not super().parse_request():
+        # Strict framing: lines end in CRLF. A bare LF accepted here while a proxy in front
+        # frames otherwise lets one request hide another (request smuggling).
+        lines, self.rfile = self.rfile, CrlfLines(self.rfile)
+        try:
+            parsed = super().parse_request()
+        finally:
+            bare_lf, self.rfile = self.rfile.bare_lf, lines  # type: ignore[attr-defined]
+        if not parsed:
+            return False
+        if bare_lf or not self.raw_requestline.endswith(b"\r\n"):
+            self.send_error(400)
             return False
         if self.request_version == "HTTP/0.9":  # a request line without a version
             self.send_error(400)
@@ -227,6 +256,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         started = time.perf_counter()
         label = "-"
         self._body_read = False
+        self.linger = False
         headers: dict[str, str] = {}
         try:
             # Authenticate first, so a caller without the key learns nothing, not even which
@@ -306,6 +336,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # would be parsed as the next request (a proxy in front would count one request, not two).
         if status >= 400 and not self._body_read and self.command == "POST":
             self.close_connection = True
+            # A body may still be arriving: answer, then read and drop it for a while before
+            # closing, so the client gets to read the status instead of a reset.
+            self.linger = self._announces_body()
         if self.command != "POST" and (self.headers.get("Transfer-Encoding")
                                        or self.headers.get("Content-Length", "0").strip() != "0"):
             self.close_connection = True
@@ -324,6 +357,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def _announces_body(self) -> bool:
+        headers = getattr(self, "headers", None)
+        return headers is not None and (bool(headers.get("Transfer-Encoding"))
+                                        or headers.get("Content-Length", "0").strip() != "0")
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Errors http.server raises itself (bad request line, headers too large): same JSON
@@ -411,13 +449,26 @@ class AmlHTTPServer(http.server.HTTPServer):
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             request, client_address = job
+            linger = False
             try:
-                self.finish_request(request, client_address)
+                handler = self.RequestHandlerClass(request, client_address, self)
+                linger = getattr(handler, "linger", False)
             except Exception:  # a broken connection must not kill the worker
                 pass
             finally:
                 self.track(request, busy=None)
-                self.shutdown_request(request)
+                self._close(request, linger)
+
+    def _close(self, request: socket.socket, linger: bool) -> None:
+        """Close a connection, or, when its client may still be sending a body the server
+        refused, half-close it and let the lingerer drain it for EARLY_ERROR_LINGER_S."""
+        if linger:
+            try:
+                request.shutdown(socket.SHUT_WR)
+            except OSError:
+                linger = False
+        if not (linger and self._rejected.keep(request, EARLY_ERROR_LINGER_S)):
+            self.shutdown_request(request)
 
     def track(self, connection: socket.socket, busy: bool | None) -> None:
         """Remember which connections are idle between requests, so a stop can close them."""
@@ -460,14 +511,14 @@ class Lingerer(threading.Thread):
         self._wake = threading.Event()
         self._stopping = False
 
-    def keep(self, sock: socket.socket) -> bool:
+    def keep(self, sock: socket.socket, seconds: float = REJECTED_LINGER_S) -> bool:
         """Take a half-closed connection; False when too many are lingering (close it now)."""
         with self._lock:
             if len(self._deadlines) >= REJECTED_LINGER_MAX:
                 return False
             sock.setblocking(False)
             self._selector.register(sock, selectors.EVENT_READ)
-            self._deadlines[sock] = time.monotonic() + REJECTED_LINGER_S
+            self._deadlines[sock] = time.monotonic() + seconds
         self._wake.set()
         return True
 
