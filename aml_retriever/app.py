@@ -39,13 +39,14 @@ class App:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         self.config = config
         retrieval = config.retrieval()
-        self.store = Store(config.db_path, config.synchronous, retrieval,
-                           idle_connections=idle_connections(descriptors, config))
+        idle = idle_connections(descriptors, config)
+        self.store = Store(config.db_path, config.synchronous, retrieval, idle_connections=idle)
         self.store.hold_shared()
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None)
-        self.server = AmlHTTPServer(config, self.service)
+        self.server = AmlHTTPServer(config, self.service, max_connections=config.max_connections
+                                    or connection_cap(descriptors, idle, config))
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -121,10 +122,15 @@ def _raise_file_limit() -> int:
 
 
 def idle_connections(descriptors: int, config: Config) -> int:
-    """How many user files may stay open between requests within the descriptor limit: what is
-    left after a socket for every connection the server holds (a worker's, a queued one), the
-    files a request opens while it runs (a user file and its WAL and shared memory, per active
-    request), and a margin for logs and the catalog; three descriptors each, at least 2, at most
-    the store's default. At the Linux default of 1,024: the default 64; at 256 (macOS): 46."""
-    held = config.workers + config.queue_size + 3 * config.active_requests + DESCRIPTOR_MARGIN
-    return max(2, min(IDLE_CONNECTIONS, (descriptors - held) // 3))
+    """How many user files may stay open between requests: a third of the descriptor limit at
+    most (three descriptors each: the file, its WAL, its shared memory), the rest for
+    connections; at least 2, at most the store's default. At the Linux default of 1,024: 64;
+    at 256 (macOS): 28."""
+    return max(2, min(IDLE_CONNECTIONS, descriptors // 9))
+
+
+def connection_cap(descriptors: int, idle: int, config: Config) -> int:
+    """How many client connections may be open at once: the descriptors left after the idle
+    user files, the files the requests being served open (three each), and a margin for logs,
+    the catalog and Python's own. At 1,024 descriptors: 794; at 256: 134."""
+    return max(8, descriptors - 3 * idle - 3 * config.active_requests - DESCRIPTOR_MARGIN)

@@ -1,10 +1,11 @@
 """The HTTP transport: parse, authenticate, call the service, format. No logic of its own.
 
-Built on http.server with a bounded worker pool: a fixed number of threads serve connections
-from a bounded queue, and a connection that finds the queue full gets a quick 503 with
-Retry-After, so overload never means unbounded threads or memory. HTTP/1.1 keep-alive, a socket
-timeout on every connection and a deadline on reading a body keep slow clients from holding a
-worker forever.
+Connections are accepted and read in one selector loop (connections.py), which hands a request to
+a bounded pool of worker threads only once it has fully arrived; a request that finds the queue
+full gets a quick 503 with Retry-After, so overload never means unbounded threads or memory, and
+slow or idle clients hold no worker. Handlers (http.server's, one request each) read from what
+the loop collected and write their answer to the socket; HTTP/1.1 keep-alive and pipelining go
+through the loop between requests.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from aml_retriever import __version__
+from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
     BadRequest,
@@ -54,13 +56,14 @@ from aml_retriever.validation import parse_add, parse_json, parse_page, parse_se
 log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
 
-# A request's head (request line and headers), and then its body, must each arrive within this
-# many socket timeouts in all, however they are trickled.
-BODY_DEADLINE_FACTOR = 3
 # A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
 # while what the client sends is read and dropped. Closed at once with its request unread, it
 # would be reset, and a client still sending would see a broken pipe instead of the 503.
 REJECTED_LINGER_S = 1.0
+# Connections open at once when the caller names no cap (App sizes it from the descriptor limit).
+DEFAULT_MAX_CONNECTIONS = 512
+# The longest the connection loop spends writing an error answer (408, 503) to one client.
+QUICK_WRITE_S = 0.2
 # How long a connection whose request was refused before its body was read (413, 411, 401...)
 # is drained after the answer: an 8 MiB body arrives over loopback in well under a second, and a
 # client still sending after this long is cut off (bounded: REJECTED_LINGER_MAX at once).
@@ -134,32 +137,6 @@ def resolve(raw_path: str) -> tuple[Route, str | None]:
     raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
 
 
-class DeadlineReader(io.RawIOBase):
-    """The read side of a connection with a deadline. A socket timeout restarts with every byte,
-    so on its own it lets a client trickle a request a byte at a time and hold a worker for as
-    long as it likes; past the deadline every read fails with TimeoutError instead."""
-
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
-        super().__init__()
-        self.sock, self.timeout = sock, timeout
-        self.deadline = math.inf
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        if remaining >= self.timeout:
-            return self.sock.recv_into(buffer)
-        self.sock.settimeout(remaining)
-        try:
-            return self.sock.recv_into(buffer)
-        finally:
-            self.sock.settimeout(self.timeout)  # writes keep the full timeout
-
-
 class CrlfLines:
     """The request's header lines, read through to the real reader, noting any line that ends
     in a bare LF (http.client accepts one; this server refuses it)."""
@@ -184,26 +161,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # the body until the client's delayed ACK, adding ~40 ms to every keep-alive response.
     disable_nagle_algorithm = True
 
+    def __init__(self, request: socket.socket, client_address: Any, server: AmlHTTPServer,
+                 request_bytes: bytes) -> None:
+        self._request_bytes = request_bytes  # the whole request: the loop waited for it
+        super().__init__(request, client_address, server)
+
     def version_string(self) -> str:
         return self.server_version
 
     def setup(self) -> None:
-        self.timeout = self.server.config.socket_timeout
+        self.timeout = self.server.config.socket_timeout  # for writing the answer
         super().setup()
-        self.rfile.close()  # replaced by a reader with a deadline (the socket stays open)
-        self.reader = DeadlineReader(self.connection, self.timeout)
-        self.rfile = io.BufferedReader(self.reader)
+        self.rfile.close()  # read from what the connection loop collected, never the socket
+        self.rfile = io.BytesIO(self._request_bytes)
 
-    def handle_one_request(self) -> None:
-        self.server.track(self.connection, busy=False)
-        self.reader.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
+    def handle(self) -> None:
+        """One request: the connection loop keeps the connection alive between requests."""
+        self.close_connection = True
         try:
-            super().handle_one_request()
-        except (TimeoutError, ConnectionError):
+            self.handle_one_request()
+        except (TimeoutError, ConnectionError):  # the client stopped reading the answer
             self.close_connection = True
 
     def parse_request(self) -> bool:
-        self.server.track(self.connection, busy=True)
         # Strict framing: lines end in CRLF. A bare LF accepted here while a proxy in front
         # frames otherwise lets one request hide another (request smuggling).
         lines, self.rfile = self.rfile, CrlfLines(self.rfile)
@@ -312,22 +292,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return parse_json(self._read_body(length))
 
     def _read_body(self, length: int) -> bytes:
-        deadline = time.monotonic() + self.server.config.socket_timeout * BODY_DEADLINE_FACTOR
-        self.reader.deadline = deadline
-        chunks, remaining = [], length
-        while remaining:
-            try:
-                chunk = self.rfile.read1(min(remaining, 65536))
-            except TimeoutError:
-                chunk = b""
-            if not chunk or time.monotonic() > deadline:
-                self.close_connection = True
-                raise RequestTimeout("the body did not arrive in time; send Content-Length bytes",
-                                     "body")
-            chunks.append(chunk)
-            remaining -= len(chunk)
+        body = self.rfile.read(length)
         self._body_read = True
-        return b"".join(chunks)
+        if len(body) < length:  # the loop hands over whole bodies: a mismatch is a bug's sign
+            self.close_connection = True
+            raise RequestTimeout("the body did not arrive in time; send Content-Length bytes",
+                                 "body")
+        return body
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -342,9 +313,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "POST" and (self.headers.get("Transfer-Encoding")
                                        or self.headers.get("Content-Length", "0").strip() != "0"):
             self.close_connection = True
-        # Connections are waiting for a worker: hand this one back after its answer, so clients
-        # that keep their connections busy cannot starve the queue for as long as they like.
-        if self.server.stopping or self.server.connections_waiting():
+        if self.server.stopping:
             self.close_connection = True
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -391,26 +360,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 class AmlHTTPServer(http.server.HTTPServer):
-    """An HTTP server with a bounded pool of worker threads and a bounded queue."""
+    """An HTTP server whose connections are read in one selector loop (connections.py) and
+    whose complete requests are answered by a bounded pool of workers from a bounded queue."""
 
-    daemon_threads = True
     # The listen backlog: bursts of new connections wait in the kernel rather than being reset;
-    # admission control is the bounded queue below, not this.
+    # admission control is the connection cap and the bounded queue, not this.
     request_queue_size = 1024
 
-    def __init__(self, config: Config, service: MemoryService) -> None:
+    def __init__(self, config: Config, service: MemoryService,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self.config = config
         self.service = service
         self.stopping = False
         self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        self._jobs: queue.Queue[tuple[socket.socket, Any] | None] = queue.Queue(config.queue_size)
-        self._connections: dict[socket.socket, bool] = {}
-        self._connections_lock = threading.Lock()
-        # Workers hold connections (and read and write them) all at once, but only this many
-        # run the service at a time: Python runs on one core, and threads beyond that only fight
-        # over the GIL (16 clients: 125 Searches/s with 16 at once, 251 with 2).
+        self._jobs: queue.Queue[tuple[Connection, bytes] | None] = queue.Queue(config.queue_size)
+        # Workers answer requests all at once, but only this many run the service at a time:
+        # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
+        # 125 Searches/s with 16 at once, 251 with 2).
         self._active = threading.BoundedSemaphore(config.active_requests)
         super().__init__((config.host, config.port), Handler)
+        self.loop = ConnectionLoop(self.socket, config.socket_timeout, config.max_body_bytes,
+                                   max_connections, self._hand_over, self._expired)
         self._rejected = Lingerer()
         self._rejected.start()
         self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
@@ -418,46 +388,61 @@ class AmlHTTPServer(http.server.HTTPServer):
         for worker in self._workers:
             worker.start()
 
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self.loop.run(poll_interval)
+
+    def shutdown(self) -> None:
+        self.loop.stop()
+
     def turn(self, route: Route) -> AbstractContextManager[Any]:
         """The wait for a turn at the service; /health never waits, so probes see a busy server
         as alive."""
         return nullcontext() if route.label == OPEN_PATH else self._active
 
-    def process_request(self, request: Any, client_address: Any) -> None:
+    def _hand_over(self, conn: Connection, request: bytes) -> None:
+        """A whole request arrived (in the loop's thread): queue it for a worker, or refuse it
+        at once when the queue is full."""
         try:
-            self._jobs.put_nowait((request, client_address))
+            self._jobs.put_nowait((conn, request))
         except queue.Full:
-            self._reject(request)
+            self._reject(conn.sock)
+            self.loop.give_back(conn, keep=False)
 
-    def connections_waiting(self) -> bool:
-        return not self._jobs.empty()
+    def _expired(self, conn: Connection, body_arriving: bool) -> None:
+        """A request too slow to arrive (in the loop's thread): a body cut short is answered 408;
+        a head, or an idle connection, is closed without an answer."""
+        if body_arriving:
+            _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
+                "the body did not arrive in time; send Content-Length bytes", "body"))
+            log.info("- - 408 0.0ms")
+        conn.sock.close()
 
     def _reject(self, request: socket.socket) -> None:
-        body = json.dumps(error_body(Overloaded("the server is at capacity; retry after a second"))).encode()
-        head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
+        _send_quickly(request, 503, "Service Unavailable",
+                      Overloaded("the server is at capacity; retry after a second"), retry_after=1)
         try:
-            request.settimeout(1.0)
-            request.sendall(head.encode() + body)
             request.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         if not self._rejected.keep(request):
-            self.shutdown_request(request)
+            request.close()
         log.info("- - 503 0.0ms")
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            request, client_address = job
-            linger = False
+            conn, request = job
+            keep = linger = False
             try:
-                handler = self.RequestHandlerClass(request, client_address, self)
+                conn.sock.settimeout(self.config.socket_timeout)  # for writing the answer
+                handler = Handler(conn.sock, conn.address, self, request)
+                keep = not handler.close_connection and not self.stopping
                 linger = getattr(handler, "linger", False)
             except Exception:  # a broken connection must not kill the worker
                 pass
             finally:
-                self.track(request, busy=None)
-                self._close(request, linger)
+                if not keep:
+                    self._close(conn.sock, linger)
+                self.loop.give_back(conn, keep)
 
     def _close(self, request: socket.socket, linger: bool) -> None:
         """Close a connection, or, when its client may still be sending a body the server
@@ -470,33 +455,37 @@ class AmlHTTPServer(http.server.HTTPServer):
         if not (linger and self._rejected.keep(request, EARLY_ERROR_LINGER_S)):
             self.shutdown_request(request)
 
-    def track(self, connection: socket.socket, busy: bool | None) -> None:
-        """Remember which connections are idle between requests, so a stop can close them."""
-        with self._connections_lock:
-            if busy is None:
-                self._connections.pop(connection, None)
-            else:
-                self._connections[connection] = busy
-
     def drain(self, grace_s: float) -> None:
-        """Stop: finish requests in flight, close idle keep-alive connections, end the workers."""
+        """Stop (after `shutdown`): close idle keep-alive connections, finish the requests in
+        flight, end the workers."""
         self.stopping = True
-        with self._connections_lock:
-            idle = [c for c, busy in self._connections.items() if not busy]
-        for connection in idle:
-            try:
-                connection.shutdown(socket.SHUT_RD)
-            except OSError:
-                pass
+        self.loop.close_idle()
         for _ in self._workers:
             self._jobs.put(None)
         deadline = time.monotonic() + grace_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
+        self.loop.close_idle()
         self._rejected.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         errors_log.warning("connection error")
+
+
+def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError,
+                  retry_after: int | None = None) -> None:
+    """An error answer written by the connection loop: at most a fraction of a second, never
+    blocking the loop on a client that does not read."""
+    body = json.dumps(error_body(error)).encode()
+    head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + (f"Retry-After: {retry_after}\r\n" if retry_after else "")
+            + "Connection: close\r\n\r\n")
+    try:
+        sock.settimeout(QUICK_WRITE_S)
+        sock.sendall(head.encode() + body)
+    except OSError:
+        pass
 
 
 class Lingerer(threading.Thread):

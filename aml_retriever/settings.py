@@ -54,8 +54,11 @@ SETTINGS: tuple[Setting, ...] = (
             "their turn (one process runs Python on one core: more only contend)", minimum=1),
     Setting("queue_size", 64, int, "connections waiting for a worker before new ones get 503",
             minimum=1),
-    Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle or stall mid-request",
-            minimum=0.1),
+    Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle; a request's head, "
+            "then its body, must arrive within three times this", minimum=0.1),
+    Setting("max_connections", 0, int, "client connections open at once; past it the oldest idle "
+            "ones, then the slowest senders, are closed (0 = from the open-file limit: 794 at "
+            "1,024)", minimum=0),
     Setting("synchronous", "FULL", str, "SQLite durability: FULL (power-safe) or NORMAL (crash-safe)",
             choices=("FULL", "NORMAL")),
     Setting("checkpoint_interval", 1.0, float, "seconds between planned WAL checkpoints",

@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -96,15 +97,28 @@ class Client:
 
 @contextmanager
 def saturated(app: App) -> Iterator[None]:
-    """Fill a one-worker, one-slot server: one idle connection holds the worker, a second waits
-    in the queue, so the next connection finds it full."""
+    """Fill a one-worker, one-slot server: a request its worker is answering (held until the
+    block ends) and a second one waiting in the queue, so the next request finds it full. Idle
+    or slow connections fill nothing: only whole requests reach a worker."""
+    release = threading.Event()
+    original = app.service.stats
+
+    def held() -> Any:
+        release.wait(30)
+        return original()
+
+    app.service.stats = held  # type: ignore[method-assign]
     holders = []
     try:
         for _ in range(2):
-            holders.append(socket.create_connection(("127.0.0.1", app.port)))
+            holder = socket.create_connection(("127.0.0.1", app.port))
+            holder.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+            holders.append(holder)
             time.sleep(0.3)  # let the worker take the first before the second arrives
         yield
     finally:
+        release.set()
+        app.service.stats = original  # type: ignore[method-assign]
         for holder in holders:
             holder.close()
 

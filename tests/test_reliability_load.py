@@ -95,11 +95,16 @@ def test_concurrent_first_adds_of_new_users_all_answer_200(app):
     assert sorted(found) == [f"first words {i}" for i in range(4)]  # each Add of the race is stored
 
 
-def test_a_burst_of_connections_gets_quick_503s_and_no_new_threads(make_app):
+def test_a_burst_of_requests_gets_quick_503s_and_no_new_threads(make_app):
     app = make_app(workers=2, queue_size=2, socket_timeout=2.0)
+    release = threading.Event()
+    original = app.service.stats
+    app.service.stats = lambda: (release.wait(30), original())[1]  # the workers stay busy
     threads_before = threading.active_count()
     burst = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(40)]
     try:
+        for sock in burst:
+            sock.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
         time.sleep(0.5)
         assert threading.active_count() == threads_before
         answered = []
@@ -109,10 +114,24 @@ def test_a_burst_of_connections_gets_quick_503s_and_no_new_threads(make_app):
         assert len(answered) >= 40 - 2 - 2  # all but the workers' and the queue's
         assert all(a.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in a for a in answered)
     finally:
+        release.set()
         for sock in burst:
             sock.close()
     time.sleep(0.3)
     assert Client(app.port).request("GET", "/health").status == 200  # control: capacity returns
+
+
+def test_idle_connections_hold_no_worker(make_app):
+    app = make_app(workers=1, queue_size=1, socket_timeout=5.0)
+    idle = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(40)]
+    try:
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert Client(app.port).request("GET", "/health").status == 200
+        assert time.monotonic() - started < 1.0  # served at once beside 40 silent connections
+    finally:
+        for sock in idle:
+            sock.close()
 
 
 def test_a_refused_client_that_sends_at_once_reads_the_503_not_a_reset(make_app):

@@ -1,0 +1,278 @@
+"""The connections of the HTTP server: accepted, read and timed in one selector loop, and handed
+to a worker only once a whole request has arrived.
+
+Why: a worker that reads its own connection is held for as long as the client takes to send, so
+clients sending a byte a second hold every worker (80 of them kept a bystander from a single 200
+for 75 s). Here no worker ever waits for a client: the loop reads every connection as bytes
+arrive, without blocking, and a worker gets a request whose head and body are all there (or a
+head whose body it will refuse anyway: too large, not announced as it must be). Idle and slow
+connections cost a socket and a buffer, no thread.
+
+- **Deadlines.** A request's head must arrive within `BODY_DEADLINE_FACTOR` socket timeouts of its
+  first byte, and its body within as many again (else 408); an idle keep-alive connection is
+  closed after one socket timeout.
+- **A cap on connections**, sized from the file-descriptor limit: past it, the oldest idle
+  connection is closed first, then the one whose request has been arriving longest (the slowest
+  sender), never one whose request is being served.
+- **Keep-alive and pipelining.** A connection goes back to the loop after its answer; bytes that
+  arrived after one request are the start of the next.
+- **Framing** is only found here (where a head ends, how long its body is); the handler parses
+  and refuses what is malformed. A head ended by bare LFs is handed over as a head too, so that
+  the handler's 400 answers it rather than a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# A request's head, and then its body, must each arrive within this many socket timeouts in all,
+# however they are trickled.
+BODY_DEADLINE_FACTOR = 3
+# Past this many bytes without the end of a head, what arrived is handed over as it is (the
+# handler answers 414 or 431): http.server reads at most 100 header lines of 64 KiB.
+MAX_HEAD_BYTES = 1024 * 1024
+READ_CHUNK = 65536
+_CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
+_TRANSFER_ENCODING = re.compile(rb"^transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
+
+
+def head_end(buffer: bytes | bytearray) -> int | None:
+    """Where a request's head ends in `buffer` (the index after its blank line), or None."""
+    ends = [i + n for i, n in ((buffer.find(b"\r\n\r\n"), 4), (buffer.find(b"\n\n"), 2),
+                               (buffer.find(b"\n\r\n"), 3)) if i >= 0]
+    return min(ends) if ends else None
+
+
+def body_length(head: bytes, max_body: int) -> int:
+    """How many body bytes to wait for after `head`: its one Content-Length when it is a plain
+    number within `max_body`; otherwise none (the handler refuses such a request without
+    reading its body: 411, 400, 413)."""
+    if _TRANSFER_ENCODING.search(head):
+        return 0
+    lengths = _CONTENT_LENGTH.findall(head)
+    if len(lengths) != 1 or not lengths[0].strip().isdigit():
+        return 0
+    length = int(lengths[0].strip())
+    return length if length <= max_body else 0
+
+
+@dataclass(eq=False)
+class Connection:
+    sock: socket.socket
+    address: tuple[str, int]
+    buffer: bytearray = field(default_factory=bytearray)
+    opened: float = field(default_factory=time.monotonic)
+    started: float | None = None  # when the first byte of the request in progress arrived
+    deadline: float = 0.0
+    needed: int | None = None  # the whole request's length, once its head is in
+    busy: bool = False  # a worker is answering it
+    keep: bool = True  # given back to be read again (False: its worker closed it)
+    eof: bool = False  # the client has stopped sending
+
+    def take_request(self) -> bytes:
+        """The complete request at the front of the buffer, removed from it."""
+        assert self.needed is not None
+        request = bytes(self.buffer[:self.needed])
+        del self.buffer[:self.needed]
+        self.started, self.needed = None, None
+        return request
+
+
+class ConnectionLoop:
+    """Accepts and reads every connection in one thread; `dispatch` gets complete requests."""
+
+    def __init__(self, listener: socket.socket, timeout: float, max_body: int, cap: int,
+                 dispatch: Callable[[Connection, bytes], None],
+                 expire: Callable[[Connection, bool], None]) -> None:
+        self.listener = listener
+        self.timeout = timeout
+        self.max_body = max_body
+        self.cap = cap
+        self._dispatch = dispatch
+        self._expire = expire  # (connection, a body was arriving): answer 408 or just close
+        self._selector = selectors.DefaultSelector()
+        self._open: dict[socket.socket, Connection] = {}
+        self._returned: list[Connection] = []
+        self._lock = threading.Lock()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._stopping = threading.Event()
+        self._started = threading.Event()
+        self._stopped = threading.Event()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def run(self, poll_interval: float) -> None:
+        self._started.set()
+        self.listener.setblocking(False)
+        self._selector.register(self.listener, selectors.EVENT_READ)
+        self._wake_reader.setblocking(False)
+        self._selector.register(self._wake_reader, selectors.EVENT_READ)
+        try:
+            while not self._stopping.is_set():
+                for key, _ in self._selector.select(timeout=min(poll_interval, 0.1)):
+                    if key.fileobj is self.listener:
+                        self._accept()
+                    elif key.fileobj is self._wake_reader:
+                        self._drain_wakes()
+                    else:
+                        self._read(key.data)
+                self._take_back()
+                self._expire_late(time.monotonic())
+        finally:
+            self._selector.unregister(self.listener)
+            self._stopped.set()
+
+    def stop(self) -> None:
+        """End the loop (it closes no connection: `close_idle` does)."""
+        self._stopping.set()
+        self._wake()
+        if self._started.is_set():
+            self._stopped.wait()
+
+    def give_back(self, conn: Connection, keep: bool) -> None:
+        """A worker is done with a connection: read it again (`keep`), or forget it (the worker
+        closed it). Thread-safe: only the loop's own thread touches its connections."""
+        conn.keep = keep
+        with self._lock:
+            self._returned.append(conn)
+        self._wake()
+
+    def close_idle(self) -> None:
+        """On stop: close every connection no worker is answering."""
+        self._take_back()
+        for conn in [c for c in self._open.values() if not c.busy]:
+            self._close(conn)
+
+    # ---- accepting -------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, address = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors: the backlog keeps it until one is freed
+                self._shed(room_for=1)
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(sock, address)
+            conn.deadline = conn.opened + self.timeout
+            self._shed(room_for=1)
+            self._open[sock] = conn
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _shed(self, room_for: int) -> None:
+        """Keep the open connections under the cap: the oldest idle ones go first, then the ones
+        whose requests have been arriving longest; never one being answered."""
+        excess = len(self._open) + room_for - self.cap
+        if excess <= 0:
+            return
+        idle = sorted((c for c in self._open.values() if not c.busy and c.started is None),
+                      key=lambda c: c.opened)
+        slow = sorted((c for c in self._open.values() if not c.busy and c.started is not None),
+                      key=lambda c: c.started or 0.0)
+        for conn in (idle + slow)[:excess]:
+            self._close(conn)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def _read(self, conn: Connection) -> None:
+        try:
+            data = conn.sock.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            if not conn.buffer:
+                self._close(conn)
+                return
+            # The client stopped sending mid-request: what arrived is all there will be, and
+            # the handler answers it (a line without a version is a 400) before it is closed.
+            conn.eof, conn.needed = True, len(conn.buffer)
+            self._hand_over_if_complete(conn)
+            return
+        if conn.started is None:
+            conn.started = time.monotonic()
+            conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
+        conn.buffer += data
+        self._hand_over_if_complete(conn)
+
+    def _hand_over_if_complete(self, conn: Connection) -> None:
+        if conn.needed is None:
+            end = head_end(conn.buffer)
+            if end is None:
+                if len(conn.buffer) <= MAX_HEAD_BYTES:
+                    return
+                end = len(conn.buffer)  # no head end in sight: the handler refuses it
+            conn.needed = end + body_length(bytes(conn.buffer[:end]), self.max_body)
+            if conn.needed > end:  # the body's own deadline starts with the head's end
+                conn.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
+        if len(conn.buffer) < conn.needed:
+            return
+        self._selector.unregister(conn.sock)
+        conn.busy = True
+        self._dispatch(conn, conn.take_request())
+
+    def _take_back(self) -> None:
+        with self._lock:
+            returned, self._returned = self._returned, []
+        for conn in returned:
+            conn.busy = False
+            if conn.keep and conn.eof:
+                self._close(conn)
+                continue
+            if not conn.keep:
+                self._open.pop(conn.sock, None)
+                continue
+            if self._stopping.is_set():
+                self._close(conn)
+                continue
+            conn.sock.setblocking(False)
+            conn.deadline = time.monotonic() + self.timeout
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            if conn.buffer:  # a pipelined request arrived meanwhile
+                conn.started = time.monotonic()
+                conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
+                self._hand_over_if_complete(conn)
+
+    def _expire_late(self, now: float) -> None:
+        for conn in [c for c in self._open.values() if not c.busy and c.deadline < now]:
+            body_arriving = conn.needed is not None
+            self._selector.unregister(conn.sock)
+            del self._open[conn.sock]
+            self._expire(conn, body_arriving)
+
+    # ---- closing ---------------------------------------------------------------------------
+
+    def _close(self, conn: Connection) -> None:
+        if not conn.busy:
+            try:
+                self._selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        self._open.pop(conn.sock, None)
+        conn.sock.close()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_writer.send(b"\0")
+        except OSError:
+            pass
+
+    def _drain_wakes(self) -> None:
+        try:
+            while self._wake_reader.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def open_count(self) -> int:
+        return len(self._open)

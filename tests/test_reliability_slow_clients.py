@@ -1,0 +1,67 @@
+"""Slow and idle clients cannot starve the server: requests reach a worker only once they have
+fully arrived, so connections trickling a byte at a time hold no worker, and past the connection
+cap the oldest idle connections, then the slowest senders, are closed for new ones."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from conftest import Client
+
+HEAD = b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 4000
+
+
+def trickle(port: int, stop: threading.Event, every: float) -> None:
+    """One slow client: a byte at a time, reconnecting whenever the server cuts it off."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                for byte in HEAD:
+                    if stop.wait(every):
+                        return
+                    sock.sendall(bytes([byte]))
+        except OSError:
+            stop.wait(0.05)
+
+
+def test_eighty_slow_clients_leave_a_bystander_served_within_two_seconds(make_app):
+    app = make_app(workers=16, socket_timeout=2.0)  # slow heads are cut after 6 s, then return
+    bystander = Client(app.port)
+    assert bystander.add("by", "r1", ["a bystander's orchids"]).status == 200
+    stop = threading.Event()
+    slow = [threading.Thread(target=trickle, args=(app.port, stop, 0.5), daemon=True)
+            for _ in range(80)]
+    for thread in slow:
+        thread.start()
+    waits = []
+    try:
+        time.sleep(1.0)  # every slow client connected and trickling
+        for _ in range(40):
+            started = time.monotonic()
+            response = Client(app.port).search("by", "orchids")  # a new connection each time
+            waits.append(time.monotonic() - started)
+            assert response.status == 200
+            time.sleep(0.15)
+    finally:
+        stop.set()
+        for thread in slow:
+            thread.join(10)
+    assert sum(w < 2.0 for w in waits) / len(waits) >= 0.99, sorted(waits)[-5:]
+
+
+def test_past_the_cap_the_oldest_idle_connection_goes_first(make_app):
+    app = make_app(max_connections=8, socket_timeout=30.0)
+    idle = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(8)]
+    time.sleep(0.3)
+    try:
+        assert Client(app.port).request("GET", "/health").status == 200  # a ninth gets in
+        idle[0].settimeout(2)
+        assert idle[0].recv(1) == b""  # the oldest idle one was closed for it
+        idle[-1].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle[-1].settimeout(5)
+        assert idle[-1].recv(4096).startswith(b"HTTP/1.1 200")  # control: a newer one lives
+    finally:
+        for sock in idle:
+            sock.close()
