@@ -209,3 +209,23 @@ def test_no_file_descriptors_left_is_503_at_once_never_a_hang_or_500(tmp_path):
     kinds = {kind for kind, _ in outcomes}
     assert kinds == {"ok", "503 overloaded"}, outcomes  # the limit was reached, and answered
     assert max(seconds for _, seconds in outcomes) < 2.0  # at once, not after a lock wait
+
+
+def test_a_server_starts_on_a_full_disk_and_serves_reads(tiny_disk):
+    app = start_app(tiny_disk)
+    client = Client(app.port)
+    fill(client, "bob", 5)
+    for i in range(400):  # fill the disk
+        if client.add("filler", f"r{i}", ["z" * 4000] * 20).status != 200:
+            break
+    client.close()
+    app.stop()
+    app = start_app(tiny_disk)  # before: "not a usable store (cannot rollback ...)"
+    client = Client(app.port)
+    try:
+        found = "\n".join(client.contents("bob", "orchids", top_k=20))
+        assert all(f"bob note {i} " in found for i in range(5))  # reads are served
+        assert client.add("bob", "late", ["z" * 4000] * 20).status == 507
+    finally:
+        client.close()
+        app.stop()
