@@ -147,7 +147,10 @@ class ConnectionLoop:
             conn.sock.setblocking(False)
             conn.deadline = time.monotonic() + self.timeout
             conn.busy = False
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            try:
+                self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            except (KeyError, ValueError, OSError):
+                pass  # the loop closed it meanwhile (shed for a new connection): nothing to do
             return
         conn.keep = keep
         with self._lock:
@@ -229,7 +232,7 @@ class ConnectionLoop:
                 conn.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
         if len(conn.buffer) < conn.needed:
             return
-        self._selector.unregister(conn.sock)
+        self._unregister(conn.sock)
         conn.busy = True
         self._dispatch(conn, conn.take_request())
 
@@ -258,7 +261,7 @@ class ConnectionLoop:
     def _expire_late(self, now: float) -> None:
         for conn in [c for c in self._open.values() if not c.busy and c.deadline < now]:
             body_arriving = conn.needed is not None
-            self._selector.unregister(conn.sock)
+            self._unregister(conn.sock)
             del self._open[conn.sock]
             self._expire(conn, body_arriving)
 
@@ -266,12 +269,16 @@ class ConnectionLoop:
 
     def _close(self, conn: Connection) -> None:
         if not conn.busy:
-            try:
-                self._selector.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
+            self._unregister(conn.sock)
         self._open.pop(conn.sock, None)
         conn.sock.close()
+
+    def _unregister(self, sock: socket.socket) -> None:
+        """Stop reading a socket; one a worker has not registered again yet is no error."""
+        try:
+            self._selector.unregister(sock)
+        except (KeyError, ValueError):
+            pass
 
     def _wake(self) -> None:
         try:

@@ -440,9 +440,12 @@ class AmlHTTPServer(http.server.HTTPServer):
             except Exception:  # a broken connection must not kill the worker
                 pass
             finally:
-                if not keep:
-                    self._close(conn.sock, linger)
-                self.loop.give_back(conn, keep)
+                try:
+                    if not keep:
+                        self._close(conn.sock, linger)
+                    self.loop.give_back(conn, keep)
+                except Exception:  # a connection closed under it: the worker carries on
+                    errors_log.warning("a connection could not be given back")
 
     def _close(self, request: socket.socket, linger: bool) -> None:
         """Close a connection, or, when its client may still be sending a body the server

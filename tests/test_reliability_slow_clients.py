@@ -65,3 +65,23 @@ def test_past_the_cap_the_oldest_idle_connection_goes_first(make_app):
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_past_the_cap_with_no_idle_connection_the_slowest_sender_goes(make_app):
+    app = make_app(max_connections=4, socket_timeout=30.0)
+    slow = []
+    for _ in range(4):  # each has begun a request it never finishes
+        sock = socket.create_connection(("127.0.0.1", app.port))
+        sock.sendall(b"GET /health HTTP/1.1\r\nX-Pad: a")
+        slow.append(sock)
+        time.sleep(0.1)
+    try:
+        assert Client(app.port).request("GET", "/health").status == 200
+        slow[0].settimeout(2)
+        assert slow[0].recv(1) == b""  # the one sending longest was closed for it
+        slow[-1].sendall(b"aa\r\n\r\n")
+        slow[-1].settimeout(5)
+        assert slow[-1].recv(4096).startswith(b"HTTP/1.1 200")  # control: the newest finishes
+    finally:
+        for sock in slow:
+            sock.close()
