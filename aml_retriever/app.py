@@ -6,6 +6,7 @@ import logging
 import resource
 import shutil
 import signal
+import socket
 import threading
 from pathlib import Path
 
@@ -29,7 +30,7 @@ STOP_GRACE_S = 5.0
 class App:
     """A running service: started by `start()`, stopped by `stop()` (idempotent)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, listener: socket.socket | None = None) -> None:
         if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
             raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
                              "or pass --allow-unauthenticated to expose it anyway", "host")
@@ -46,7 +47,7 @@ class App:
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None)
         self.server = AmlHTTPServer(config, self.service, max_connections=config.max_connections
-                                    or connection_cap(descriptors, idle, config))
+                                    or connection_cap(descriptors, idle, config), listener=listener)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None
         self._stopped = threading.Event()

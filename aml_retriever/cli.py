@@ -215,11 +215,14 @@ def _settings(args: argparse.Namespace) -> Config:
 
 def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.app import App
+    from aml_retriever.processes import serve_processes
 
     config = _settings(args)
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
+        if config.processes > 1:
+            return serve_processes(config)
         app = App(config)
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):

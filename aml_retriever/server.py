@@ -368,7 +368,8 @@ class AmlHTTPServer(http.server.HTTPServer):
     request_queue_size = 1024
 
     def __init__(self, config: Config, service: MemoryService,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 listener: socket.socket | None = None) -> None:
         self.config = config
         self.service = service
         self.stopping = False
@@ -378,7 +379,13 @@ class AmlHTTPServer(http.server.HTTPServer):
         # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
         # 125 Searches/s with 16 at once, 251 with 2).
         self._active = threading.BoundedSemaphore(config.active_requests)
-        super().__init__((config.host, config.port), Handler)
+        if listener is None:
+            super().__init__((config.host, config.port), Handler)
+        else:  # a socket already listening, shared with the other server processes
+            super().__init__((config.host, config.port), Handler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = listener
+            self.server_address = listener.getsockname()
         self.loop = ConnectionLoop(self.socket, config.socket_timeout, config.max_body_bytes,
                                    max_connections, self._hand_over, self._expired)
         self._rejected = Lingerer()

@@ -49,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body_bytes", 1_048_576, int, "largest request body accepted (413 beyond)",
             minimum=1024),
     Setting("max_messages", 200, int, "most messages accepted in one Add (413 beyond)", minimum=1),
+    Setting("processes", 1, int, "server processes sharing the port, one per core to use "
+            "(each with its own workers and connections)", minimum=1, maximum=64),
     Setting("workers", 16, int, "request worker threads (bounded concurrency)", minimum=1),
     Setting("active_requests", 2, int, "requests processed at once; more workers' requests wait "
             "their turn (one process runs Python on one core: more only contend)", minimum=1),
