@@ -15,6 +15,7 @@ The parent only supervises: SIGTERM or SIGINT is passed to every process, each s
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ from aml_retriever.settings import Config
 from aml_retriever.store import Store
 
 log = logging.getLogger("aml_retriever.server")
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def listen(config: Config) -> socket.socket:
@@ -56,6 +58,7 @@ def serve_processes(config: Config) -> int:
     for _ in range(config.processes):
         pid = os.fork()
         if pid == 0:  # a server process: nothing but its own server from here on
+            _stop_with_parent()
             code = 1
             try:
                 App(config, listener=listener).run_forever()
@@ -87,3 +90,15 @@ def serve_processes(config: Config) -> int:
                 continue
         failed = failed or os.waitstatus_to_exitcode(status) != 0
     return 1 if failed else 0
+
+
+def _stop_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies, so that a supervisor killed
+    outright (SIGKILL) leaves no server processes holding the port and the store behind."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass

@@ -117,3 +117,24 @@ def test_purge_refuses_and_sigterm_stops_every_process(two_processes):
     done = subprocess.run([sys.executable, "-m", "aml_retriever", "stats", "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout)["messages"] == 1  # control: the data outlived the servers
+
+
+def test_a_supervisor_killed_outright_takes_its_server_processes_along(two_processes):
+    server, port, _ = two_processes
+    pids = children(server.pid)
+    assert len(pids) == 2
+    server.kill()  # SIGKILL: the supervisor cannot pass anything on
+    server.wait(10)
+    deadline = time.monotonic() + 15
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if running(pid)]
+        time.sleep(0.1)
+    assert alive == []
+
+
+def running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except FileNotFoundError:
+        return False
