@@ -120,7 +120,7 @@ def test_purge_refuses_and_sigterm_stops_every_process(two_processes):
 
 
 def test_a_supervisor_killed_outright_takes_its_server_processes_along(two_processes):
-    server, port, _ = two_processes
+    server, _, _ = two_processes
     pids = children(server.pid)
     assert len(pids) == 2
     server.kill()  # SIGKILL: the supervisor cannot pass anything on

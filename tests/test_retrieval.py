@@ -4,6 +4,7 @@ the signal on against the same configuration with it off (the control)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import sqlite3
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aml_retriever.query import plan
-from aml_retriever.retrieval import Retrieval, _exact_words
+from aml_retriever.retrieval import Retrieval, _exact_words, _holds_word
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.validation import AddRequest, Message, SearchRequest
@@ -271,3 +272,9 @@ def test_hop_lends_the_first_hits_rare_words_in_english(svc):
 def test_a_word_most_messages_hold_bridges_nothing(svc):
     add(svc, "s1", "The user's editor is Helix.", "The user's shell is fish.")
     assert contents(svc, "which editor", only(hop=0.3)) == ["The user's editor is Helix."]
+
+
+@given(st.text(alphabet="ab1 -.\n", max_size=60), st.text(alphabet="ab1", min_size=1, max_size=4))
+def test_a_whole_word_is_found_as_a_word_boundary_pattern_finds_it(text, word):
+    pattern = re.compile(f"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
+    assert _holds_word(text, word) == (pattern.search(text) is not None)
