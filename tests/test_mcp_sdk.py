@@ -17,7 +17,10 @@ try:
     from mcp.client.client import Client
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp.shared.exceptions import MCPError
+    try:
+        from mcp.shared.exceptions import MCPError
+    except ImportError:  # the name before SDK 2
+        from mcp.shared.exceptions import McpError as MCPError
 except ImportError as missing:
     pytest.skip(f"the official MCP Python SDK is not installed ({missing}); "
                 "scripts/run_tests.sh installs it with `pip install mcp`", allow_module_level=True)
