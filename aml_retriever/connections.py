@@ -23,6 +23,7 @@ connections cost a socket and a buffer, no thread.
 
 from __future__ import annotations
 
+import logging
 import re
 import selectors
 import socket
@@ -31,21 +32,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+log = logging.getLogger("aml_retriever.server")
 # A request's head, and then its body, must each arrive within this many socket timeouts in all,
 # however they are trickled.
 BODY_DEADLINE_FACTOR = 3
 # Past this many bytes without the end of a head, what arrived is handed over as it is (the
-# handler answers 414 or 431): http.server reads at most 100 header lines of 64 KiB.
-MAX_HEAD_BYTES = 1024 * 1024
+# handler answers 414 or 431): what a request may hold in headers is far below this, and every
+# connection may buffer this much.
+MAX_HEAD_BYTES = 256 * 1024
 READ_CHUNK = 65536
 _CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
 _TRANSFER_ENCODING = re.compile(rb"^transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.IGNORECASE | re.MULTILINE)
+# How long the listener is left unwatched when no descriptor is left to accept a connection.
+ACCEPT_PAUSE_S = 0.1
 
 
-def head_end(buffer: bytes | bytearray) -> int | None:
-    """Where a request's head ends in `buffer` (the index after its blank line), or None."""
-    ends = [i + n for i, n in ((buffer.find(b"\r\n\r\n"), 4), (buffer.find(b"\n\n"), 2),
-                               (buffer.find(b"\n\r\n"), 3)) if i >= 0]
+def head_end(buffer: bytes | bytearray, start: int = 0) -> int | None:
+    """Where a request's head ends in `buffer` (the index after its blank line), or None; the
+    search starts at `start` (what was searched before, less the three bytes an end could span),
+    so a head trickled in many reads is scanned once in all."""
+    start = max(0, start - 3)
+    ends = [i + n for i, n in ((buffer.find(b"\r\n\r\n", start), 4),
+                               (buffer.find(b"\n\n", start), 2),
+                               (buffer.find(b"\n\r\n", start), 3)) if i >= 0]
     return min(ends) if ends else None
 
 
@@ -74,13 +84,14 @@ class Connection:
     busy: bool = False  # a worker is answering it
     keep: bool = True  # given back to be read again (False: its worker closed it)
     eof: bool = False  # the client has stopped sending
+    scanned: int = 0  # how much of the buffer was searched for the end of a head
 
     def take_request(self) -> bytes:
         """The complete request at the front of the buffer, removed from it."""
         assert self.needed is not None
         request = bytes(self.buffer[:self.needed])
         del self.buffer[:self.needed]
-        self.started, self.needed = None, None
+        self.started, self.needed, self.scanned = None, None, 0
         return request
 
 
@@ -102,6 +113,7 @@ class ConnectionLoop:
         self._lock = threading.Lock()
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._stopping = threading.Event()
+        self._accept_paused = 0.0  # until when the listener is not watched (out of descriptors)
         self._started = threading.Event()
         self._stopped = threading.Event()
 
@@ -116,17 +128,25 @@ class ConnectionLoop:
         try:
             while not self._stopping.is_set():
                 for key, _ in self._selector.select(timeout=min(poll_interval, 0.1)):
-                    if key.fileobj is self.listener:
-                        self._accept()
-                    elif key.fileobj is self._wake_reader:
-                        self._drain_wakes()
-                    else:
-                        self._read(key.data)
+                    try:
+                        self._event(key)
+                    except Exception:  # one connection's trouble never ends the loop
+                        log.exception("a connection event failed")
                 self._take_back()
                 self._expire_late(time.monotonic())
+                self._resume_accepting()
         finally:
-            self._selector.unregister(self.listener)
+            if not self._accept_paused:
+                self._selector.unregister(self.listener)
             self._stopped.set()
+
+    def _event(self, key: selectors.SelectorKey) -> None:
+        if key.fileobj is self.listener:
+            self._accept()
+        elif key.fileobj is self._wake_reader:
+            self._drain_wakes()
+        elif self._open.get(key.fileobj) is key.data and not key.data.busy:  # type: ignore[call-overload]
+            self._read(key.data)  # (not one closed earlier in this same batch)
 
     def stop(self) -> None:
         """End the loop (it closes no connection: `close_idle` does)."""
@@ -144,13 +164,13 @@ class ConnectionLoop:
         (a pipelined request already buffered, the client gone, a stop) goes through the loop's
         thread; a connection that was closed is forgotten there at its next turn."""
         if keep and not conn.buffer and not conn.eof and not self._stopping.is_set():
-            conn.sock.setblocking(False)
-            conn.deadline = time.monotonic() + self.timeout
-            conn.busy = False
-            try:
+            with self._lock:  # against the loop closing it meanwhile (`_close`)
+                if self._open.get(conn.sock) is not conn:
+                    return
+                conn.sock.setblocking(False)
+                conn.deadline = time.monotonic() + self.timeout
+                conn.busy = False
                 self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-            except (KeyError, ValueError, OSError):
-                pass  # the loop closed it meanwhile (shed for a new connection): nothing to do
             return
         conn.keep = keep
         with self._lock:
@@ -172,8 +192,9 @@ class ConnectionLoop:
                 sock, address = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # out of descriptors: the backlog keeps it until one is freed
-                self._shed(room_for=1)
+            except OSError:  # out of descriptors: the backlog keeps the client until one is
+                self._shed(room_for=1)  # freed; meanwhile the listener is not watched, or the
+                self._pause_accepting()  # loop would spin on it
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -182,6 +203,15 @@ class ConnectionLoop:
             self._shed(room_for=1)
             self._open[sock] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _pause_accepting(self) -> None:
+        self._selector.unregister(self.listener)
+        self._accept_paused = time.monotonic() + ACCEPT_PAUSE_S
+
+    def _resume_accepting(self) -> None:
+        if self._accept_paused and time.monotonic() >= self._accept_paused:
+            self._accept_paused = 0.0
+            self._selector.register(self.listener, selectors.EVENT_READ)
 
     def _shed(self, room_for: int) -> None:
         """Keep the open connections under the cap: the oldest idle ones go first, then the ones
@@ -222,14 +252,18 @@ class ConnectionLoop:
 
     def _hand_over_if_complete(self, conn: Connection) -> None:
         if conn.needed is None:
-            end = head_end(conn.buffer)
+            end = head_end(conn.buffer, conn.scanned)
             if end is None:
+                conn.scanned = len(conn.buffer)
                 if len(conn.buffer) <= MAX_HEAD_BYTES:
                     return
                 end = len(conn.buffer)  # no head end in sight: the handler refuses it
-            conn.needed = end + body_length(bytes(conn.buffer[:end]), self.max_body)
+            head = bytes(conn.buffer[:end])
+            conn.needed = end + body_length(head, self.max_body)
             if conn.needed > end:  # the body's own deadline starts with the head's end
                 conn.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
+                if _EXPECT_CONTINUE.search(head) and len(conn.buffer) < conn.needed:
+                    _send_continue(conn.sock)
         if len(conn.buffer) < conn.needed:
             return
         self._unregister(conn.sock)
@@ -261,17 +295,19 @@ class ConnectionLoop:
     def _expire_late(self, now: float) -> None:
         for conn in [c for c in self._open.values() if not c.busy and c.deadline < now]:
             body_arriving = conn.needed is not None
-            self._unregister(conn.sock)
-            del self._open[conn.sock]
+            with self._lock:
+                self._unregister(conn.sock)
+                del self._open[conn.sock]
             self._expire(conn, body_arriving)
 
     # ---- closing ---------------------------------------------------------------------------
 
     def _close(self, conn: Connection) -> None:
-        if not conn.busy:
-            self._unregister(conn.sock)
-        self._open.pop(conn.sock, None)
-        conn.sock.close()
+        with self._lock:  # a worker's `give_back` registers under the same lock
+            if not conn.busy:
+                self._unregister(conn.sock)
+            self._open.pop(conn.sock, None)
+            conn.sock.close()
 
     def _unregister(self, sock: socket.socket) -> None:
         """Stop reading a socket; one a worker has not registered again yet is no error."""
@@ -295,3 +331,12 @@ class ConnectionLoop:
 
     def open_count(self) -> int:
         return len(self._open)
+
+
+def _send_continue(sock: socket.socket) -> None:
+    """Tell a client waiting to send its body (Expect: 100-continue) to go on: the loop waits
+    for whole bodies, so the handler's own 100 would come too late."""
+    try:
+        sock.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+    except OSError:
+        pass

@@ -175,6 +175,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.rfile.close()  # read from what the connection loop collected, never the socket
         self.rfile = io.BytesIO(self._request_bytes)
 
+    def handle_expect_100(self) -> bool:
+        """The connection loop said 100 Continue already, before the body it waited for."""
+        return True
+
     def handle(self) -> None:
         """One request: the connection loop keeps the connection alive between requests."""
         self.close_connection = True
@@ -511,12 +515,16 @@ class Lingerer(threading.Thread):
         self._stopping = False
 
     def keep(self, sock: socket.socket, seconds: float = REJECTED_LINGER_S) -> bool:
-        """Take a half-closed connection; False when too many are lingering (close it now)."""
+        """Take a half-closed connection; False when too many are lingering, or it is closed
+        already (close it now)."""
         with self._lock:
             if len(self._deadlines) >= REJECTED_LINGER_MAX:
                 return False
-            sock.setblocking(False)
-            self._selector.register(sock, selectors.EVENT_READ)
+            try:
+                sock.setblocking(False)
+                self._selector.register(sock, selectors.EVENT_READ)
+            except (OSError, ValueError, KeyError):
+                return False
             self._deadlines[sock] = time.monotonic() + seconds
         self._wake.set()
         return True

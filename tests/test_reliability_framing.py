@@ -65,3 +65,20 @@ def test_a_chunked_body_is_411_and_read_back(app):
             b"Transfer-Encoding: chunked\r\n\r\n")
     body = b"".join(b"4000\r\n" + b"y" * 0x4000 + b"\r\n" for _ in range(256)) + b"0\r\n\r\n"
     assert [a.status for a in responses(exchange(app.port, head + body))] == [411]
+
+
+def test_a_client_that_expects_100_continue_is_told_to_go_on(app, client: Client):
+    assert client.add("u", "r1", ["orchids in the garden"]).status == 200
+    body = b'{"user_id": "u", "query": "orchids"}'
+    with socket.create_connection(("127.0.0.1", app.port), timeout=5) as sock:
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")  # at once
+        sock.sendall(body)
+        answer = b""
+        while b"orchids" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"100 Continue") == 0
