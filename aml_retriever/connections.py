@@ -41,6 +41,10 @@ BODY_DEADLINE_FACTOR = 3
 # connection may buffer this much.
 MAX_HEAD_BYTES = 256 * 1024
 READ_CHUNK = 65536
+# The most the requests still arriving may hold in memory in all: past it, the connection holding
+# the most is closed (each may hold a head of MAX_HEAD_BYTES and a body of max_body_bytes, and the
+# cap alone would allow a thousand of those).
+MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 _CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
 _TRANSFER_ENCODING = re.compile(rb"^transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
 _EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.IGNORECASE | re.MULTILINE)
@@ -248,7 +252,17 @@ class ConnectionLoop:
             conn.started = time.monotonic()
             conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
         conn.buffer += data
+        if len(conn.buffer) > READ_CHUNK and self._over_budget():
+            self._close(max((c for c in self._open.values() if not c.busy),
+                            key=lambda c: len(c.buffer)))
+            if conn.sock not in self._open:
+                return
         self._hand_over_if_complete(conn)
+
+    def _over_budget(self) -> bool:
+        """Whether the requests arriving hold more than MAX_BUFFERED_BYTES in all (checked only
+        when a connection's buffer passes a read's size: most requests never do)."""
+        return sum(len(c.buffer) for c in self._open.values()) > MAX_BUFFERED_BYTES
 
     def _hand_over_if_complete(self, conn: Connection) -> None:
         if conn.needed is None:

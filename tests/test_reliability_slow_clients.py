@@ -85,3 +85,33 @@ def test_past_the_cap_with_no_idle_connection_the_slowest_sender_goes(make_app):
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_bodies_arriving_are_bounded_in_memory_all_together(make_app, monkeypatch):
+    from aml_retriever import connections
+
+    monkeypatch.setattr(connections, "MAX_BUFFERED_BYTES", 300_000)
+    app = make_app(max_body_bytes=1_048_576, socket_timeout=30.0)
+    head = (b"POST /add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n")
+    senders = []
+    try:
+        for _ in range(4):  # each sends 200 kB of a 1 MB body, then stalls
+            sock = socket.create_connection(("127.0.0.1", app.port))
+            sock.sendall(head + b"x" * 200_000)
+            senders.append(sock)
+            time.sleep(0.2)
+        closed = 0
+        for sock in senders:
+            sock.settimeout(0.5)
+            try:
+                closed += sock.recv(1) == b""
+            except ConnectionResetError:  # closed with its body unread
+                closed += 1
+            except TimeoutError:  # still open: within the budget
+                pass
+        assert closed >= 2  # held to 300 kB in all: the fullest ones were closed
+        assert Client(app.port).request("GET", "/health").status == 200  # control
+    finally:
+        for sock in senders:
+            sock.close()
