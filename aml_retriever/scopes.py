@@ -55,7 +55,8 @@ FROM_THE_TOP = (253_402_300_799_999, -1, 0)
 # A recall result must be one statement an agent can forget by its id, and the window signal
 # returns consecutive statements as one result: it is off. Segments still lend each statement the
 # context of those remembered with it. Restated facts come newest first (versions.py; agent-memory
-# suite, restated, seeds 1-3: current questions answered by the newest version .175 -> .758).
+# suite, restated, seeds 1-3: present questions answered by the newest version .158 -> .758,
+# past ones by the version asked for .276 -> .803).
 # Weights are not part of the index identity, so these stores stay usable by every command run
 # with the default settings.
 MEMORY_WEIGHTS = {"window": 0.0, "versions": 1.0}

@@ -135,3 +135,15 @@ def test_recall_across_memories_puts_first_the_head_holding_more_of_the_question
     assert [r["id"] for r in found] == ["global:1", "local:1"]
     both = memory.recall("Which language are user-facing error messages in?")["results"]
     assert [r["id"] for r in both] == ["local:1", "global:1"]  # control: the other way round
+
+
+def test_versions_go_above_a_statement_that_shares_only_another_word_of_the_question(memory):
+    memory.remember("We build the frontend with Angular.")
+    memory.remember("Logs are written as logfmt.")  # shares "written" alone
+    memory.remember("We build the frontend with React now that the team grew.")
+    present = memory.recall("What is the frontend written in?")["results"]
+    assert present[0]["content"] == "We build the frontend with React now that the team grew."
+    first = memory.recall("What was the frontend written in originally?")["results"]
+    assert first[0]["content"] == "We build the frontend with Angular."
+    logs = memory.recall("How are logs written?")["results"]
+    assert logs[0]["content"] == "Logs are written as logfmt."  # control: asked for, it leads
