@@ -17,7 +17,8 @@ import resource
 import shutil
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -246,8 +247,7 @@ def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Co
     on any store whatever settings built it."""
     given = {s.name: getattr(args, s.name, None) for s in SETTINGS if s.changes_index}
     config = load({"db_path": args.db, **given}, args.config)
-    if not Path(config.db_path).is_file():
-        raise InvalidField(f"there is no store at {config.db_path} (check --db)", "db")
+    _require_store(config.db_path)
     return Store(config.db_path, retrieval=config.retrieval(),
                  reindexing=reindexing), config
 
@@ -320,17 +320,26 @@ def _memory(args: argparse.Namespace, config: Config | None = None) -> ScopedMem
                            proposed=config.proposed_statements, synchronous=config.synchronous)
 
 
-def _existing_store(args: argparse.Namespace) -> Store:
-    """The store a read or review names; refused when there is none (never created here)."""
-    if not Path(args.db).is_file():
-        raise InvalidField(f"--db {args.db} is not a store (no such file)", "db")
-    return Store(args.db, reindexing=True)
+def _require_store(path: str) -> None:
+    """Refuse a store that does not exist: commands that read or delete never create one."""
+    if not Path(path).is_file():
+        raise InvalidField(f"--db {path}: there is no store at {path} (check --db)", "db")
+
+
+@contextmanager
+def _service(args: argparse.Namespace) -> Iterator[MemoryService]:
+    """The existing store --db names (any index settings: nothing is searched), closed after."""
+    _require_store(args.db)
+    store = Store(args.db, reindexing=True)
+    try:
+        yield MemoryService(store)
+    finally:
+        store.close()
 
 
 def _review(args: argparse.Namespace) -> int:
-    store = _existing_store(args)
-    statements = Statements(MemoryService(store), args.user, "cli")
-    try:
+    with _service(args) as service:
+        statements = Statements(service, args.user, "cli")
         if not args.confirm and not args.reject:
             _print({"proposed": statements.proposed(audit.MAX_PAGE)})
             return 0
@@ -338,10 +347,8 @@ def _review(args: argparse.Namespace) -> int:
                                  for i in args.confirm],
                    "rejected": [statements.reject(message_number(i)).statement
                                 for i in args.reject]}
-        store.checkpoint_dirty()
-        _print(changed)
-    finally:
-        store.close()
+        service.store.checkpoint_dirty()
+    _print(changed)
     return 0
 
 
@@ -349,20 +356,14 @@ def _audit(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= audit.MAX_PAGE or args.cursor < 0:
         raise InvalidField(f"--limit must be from 1 to {audit.MAX_PAGE} and --cursor at least 0",
                            "limit")
-    store = _existing_store(args)
-    try:
-        _print(MemoryService(store).audit(args.user, args.cursor, args.limit))
-    finally:
-        store.close()
+    with _service(args) as service:
+        _print(service.audit(args.user, args.cursor, args.limit))
     return 0
 
 
 def _history(args: argparse.Namespace) -> int:
-    store = _existing_store(args)
-    try:
-        _print(Statements(MemoryService(store), args.user, "cli").history(message_number(args.id)))
-    finally:
-        store.close()
+    with _service(args) as service:
+        _print(Statements(service, args.user, "cli").history(message_number(args.id)))
     return 0
 
 

@@ -211,14 +211,7 @@ class Statements:
 
     def proposed(self, limit: int) -> list[dict[str, Any]]:
         """Current statements awaiting a person's review, oldest first."""
-        with self.store.connection(self.user_id, create=False) as conn:
-            if conn is None:
-                return []
-            with self.store.read(conn):
-                rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE trust = "
-                                    "'proposed' AND retired_ms IS NULL ORDER BY id LIMIT ?",
-                                    (limit,)).fetchall()
-        return [message_row(row) for row in rows]
+        return self.service.proposed(self.user_id, limit)
 
     # ---- helpers -------------------------------------------------------------------------
 

@@ -282,6 +282,11 @@ class MemoryService:
         """The user's messages whose content is exactly `content`, oldest first."""
         return self._messages(user_id, "content = ? ORDER BY id", [content])
 
+    def proposed(self, user_id: str, limit: int) -> list[dict[str, Any]]:
+        """Current statements awaiting a person's review, oldest first."""
+        return self._messages(user_id, "trust = 'proposed' AND retired_ms IS NULL ORDER BY id "
+                                       "LIMIT ?", [limit])
+
     def recent(self, user_id: str, limit: int, visible: ReadFilter = CURRENT,
                before: tuple[int, int] | None = None) -> list[dict[str, Any]]:
         """The user's `limit` newest messages that `visible` admits, by time (then arrival),

@@ -168,3 +168,18 @@ def client(app: App) -> Iterator[Client]:
 @pytest.fixture(autouse=True)
 def _quiet_access_log(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="aml_retriever")
+
+
+@pytest.fixture
+def memory(tmp_path: Any) -> Iterator[Any]:
+    """An agent's two memories (project and account) in the test's directory."""
+    from aml_retriever.scopes import ScopedMemory
+
+    memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
+    yield memory
+    memory.close()
+
+
+def ids(results: list[dict[str, Any]]) -> list[str]:
+    """The statement ids of a recall or recent answer, in order."""
+    return [r["id"] for r in results]

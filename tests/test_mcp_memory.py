@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import ids
 from old_schema import write_old_user
 from reliability_support import open_user, store_bytes
 
@@ -25,17 +26,6 @@ from aml_retriever.scopes import (
 from aml_retriever.service import MemoryService
 from aml_retriever.signals import SIGNAL_NAMES
 from aml_retriever.validation import AddRequest, Message
-
-
-@pytest.fixture
-def memory(tmp_path: Path):
-    memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
-    yield memory
-    memory.close()
-
-
-def ids(results: list[dict]) -> list[str]:
-    return [r["id"] for r in results]
 
 
 def shard(memory: ScopedMemory, scope: str) -> sqlite3.Connection:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Client
+from conftest import Client, ids
 from reliability_support import open_user, store_bytes
 
 from aml_retriever.lifecycle import Replaced, Tombstoned
@@ -17,17 +17,6 @@ from aml_retriever.scopes import ScopedMemory
 from aml_retriever.service import MemoryService
 from aml_retriever.timeline import ReadFilter
 from aml_retriever.validation import AddRequest, Message, SearchRequest
-
-
-@pytest.fixture
-def memory(tmp_path: Path):
-    memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
-    yield memory
-    memory.close()
-
-
-def ids(results: list[dict]) -> list[str]:
-    return [r["id"] for r in results]
 
 
 def local_file(memory: ScopedMemory) -> sqlite3.Connection:
@@ -85,7 +74,7 @@ def test_history_lists_versions_and_events_and_a_forgotten_id_keeps_only_events(
     memory.forget("local:2")
     after = memory.history("local:2")
     assert after["versions"] == [] and [e["action"] for e in after["events"]] == [
-        "remember", "update", "forget"][1:]
+        "update", "forget"]
 
 
 # ---- bi-temporal reads -------------------------------------------------------------------------

@@ -3,8 +3,6 @@ then through an agent memory, where switching the signal off brings the stale or
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from aml_retriever.evaluation import agent_memory
@@ -77,13 +75,6 @@ def test_before_a_named_value_is_the_version_just_before_that_one():
 ])
 def test_the_question_says_which_past_it_asks_for(query, past):
     assert plan(query).past == past
-
-
-@pytest.fixture
-def memory(tmp_path: Path):
-    memory = ScopedMemory.at(tmp_path / "p", tmp_path / "a")
-    yield memory
-    memory.close()
 
 
 def remember_versions(memory: ScopedMemory) -> None:
