@@ -370,17 +370,27 @@ class Retrieval:
         for m in members:
             found = self._shared.get(m)
             if found is None:
-                found = self._shared[m] = self._words_in(self.rows[m].content)
+                found = self._shared[m] = self._words_in(m, self.rows[m].content)
             shared |= found
         return frozenset(shared)
 
-    def _words_in(self, content: str) -> frozenset[str]:
-        if content.isascii():
-            if not self._wanted_ascii:
-                return frozenset()
-            lower = content.lower()
-            return frozenset(w for w in self._wanted_ascii if _holds_word(lower, w))
-        return self._wanted & _exact_words(content)
+    def _words_in(self, message_id: int, content: str) -> frozenset[str]:
+        """The question's words in a message's text. A word is looked for only in messages that
+        hold its stem, when the lexical list read every such message: in most candidates most
+        words are absent, and finding that cost a scan of the whole text (top_k 100 on long
+        messages, BEAM dev: see docs/BENCHMARKS.md)."""
+        if not content.isascii():
+            return self._wanted & _exact_words(content)
+        lower = ""
+        found = []
+        for word in self._wanted_ascii:
+            holders = self.index.holders(word)
+            if holders is not None and message_id not in holders:
+                continue
+            lower = lower or content.lower()
+            if _holds_word(lower, word):
+                found.append(word)
+        return frozenset(found)
 
     def _demote_superseded(self, plan: QueryPlan, fused: dict[Key, float], facts: list[Facts]) -> None:
         """For a current-state question: once a newer candidate states an update, older candidates
