@@ -12,6 +12,7 @@ footprint), with one work directory for all of them:
 - bench_http.py       the real server: HTTP overhead, Search/Add/mix throughput with 1/4/16 clients
 - bench_footprint.py  bytes per message, Search over random users and server RSS at 10k/100k/1M
 - bench_lifecycle.py  recall and Search with the lifecycle filters on vs bypassed
+- bench_long.py       top_k 100 Search and Adds of long messages vs one FTS5 query and a naive service
 
 then reads their JSON results and writes `bench_out/summary.md`: each target, the measured value
 and the verdict. `--quick` runs every benchmark at small sizes (a smoke run of a few minutes; its
@@ -143,6 +144,12 @@ def lifecycle_rows(r: dict[str, Any]) -> list[Row]:
              _verdict(row["passed"])) for row in r["ratios"]]
 
 
+def long_rows(r: dict[str, Any]) -> list[Row]:
+    return [(v["what"] + (f" <= {v['target']:g}x" if v["lower_is_better"] else f" >= {v['target']:.0%}"),
+             f"{v['value']:.2f}x" if v["lower_is_better"] else f"{v['value']:.1%}",
+             _verdict(v["passed"])) for v in r["verdicts"]]
+
+
 QUICK_OTHERS = "50000"
 BENCHES = (
     Bench("search", ("--sizes", "1000,10000", "--others", QUICK_OTHERS, "--queries", "50",
@@ -156,6 +163,7 @@ BENCHES = (
                    "--rounds", "2"), (), http_rows),
     Bench("lifecycle", ("--statements", "500", "--messages", "2000", "--queries", "50",
                         "--rounds", "2"), (), lifecycle_rows),
+    Bench("long", ("--quick",), ("--sizes", "1000,10000,100000"), long_rows),
 )
 
 
