@@ -109,12 +109,18 @@ def entities_of(text: str) -> tuple[str, ...]:
     stop words ("The", "I", "What") are not names."""
     found: list[str] = []
     for name in (_ascii_names(text) if text.isascii() else _names(text)):
-        words = [w for w in map(_name_word, name.split()) if w]
-        found += words
-        if len(words) > 1:
-            found.append(" ".join(words))
+        found += _entities_of_name(name)
     found += [normalize(m.group(1).strip()) for m in _QUOTED.finditer(text)]
     return tuple(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=8192)
+def _entities_of_name(name: str) -> tuple[str, ...]:
+    """A capitalised name's entities: each word normalised, without a possessive and not a stop
+    word, then the words together when there are several. Remembered: the same names start
+    sentences and name the same people message after message."""
+    words = [w for w in (normalize(_POSSESSIVE.sub("", w)) for w in name.split()) if w not in STOP_WORDS]
+    return (*words, " ".join(words)) if len(words) > 1 else tuple(words)
 
 
 def _names(text: str) -> list[str]:
@@ -125,14 +131,6 @@ def _ascii_names(text: str) -> list[str]:
     """`_names` of ASCII text, faster (tests hold the two equal)."""
     found: list[str] = _ASCII_CAPITALISED.findall(f" {text}")
     return found
-
-
-@lru_cache(maxsize=8192)
-def _name_word(word: str) -> str:
-    """A capitalised word as an entity: normalised, without a possessive, "" for a stop word.
-    Remembered: the same words start sentences and name the same people message after message."""
-    name = normalize(_POSSESSIVE.sub("", word))
-    return "" if name in STOP_WORDS else name
 
 
 def numbers_of(text: str) -> tuple[str, ...]:
