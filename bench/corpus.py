@@ -388,6 +388,9 @@ def word_messages(seed: int, user_id: str, count: int) -> list[Message]:
 # words a message on average (long-turn chats, BEAM dev: messages of 150+ words average 460).
 LONG_SENTENCES_MU = 2.7
 LONG_SENTENCES_SIGMA = 0.5
+# A long reply is about a few of the user's topic words: drawn from all 40 at the rate of a short
+# message, every word would be in nearly every reply, and no question's word would be rare.
+LONG_TOPIC_WORDS = 4
 
 
 def long_messages(seed: int, user_id: str, count: int) -> list[Message]:
@@ -400,7 +403,8 @@ def long_messages(seed: int, user_id: str, count: int) -> list[Message]:
     for i in range(count):
         sentences = 1 if rng.random() < 0.1 else max(2, round(rng.lognormvariate(
             LONG_SENTENCES_MU, LONG_SENTENCES_SIGMA)))
-        paragraphs = [" ".join(_sentence(rng, vocab, favourites) for _ in range(min(5, sentences - done)))
+        topic = rng.sample(favourites, LONG_TOPIC_WORDS)  # what this reply is about
+        paragraphs = [" ".join(_sentence(rng, vocab, topic) for _ in range(min(5, sentences - done)))
                       for done in range(0, sentences, 5)]
         messages.append(Message("user" if i % 2 == 0 else "assistant", "\n\n".join(paragraphs),
                                 start + i * 45_000))
