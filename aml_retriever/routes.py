@@ -55,7 +55,9 @@ class Route:
 
     def match(self, parts: list[str]) -> Params | None:
         """The params of a path split at "/", or None when it is not this template's."""
-        if len(parts) != len(self.parts):
+        if len(parts) != len(self.parts) or any(
+                part != template for part, template in zip(parts, self.parts, strict=True)
+                if not template.startswith("{")):
             return None
         params = {}
         for part, template in zip(parts, self.parts, strict=True):
@@ -66,8 +68,6 @@ class Route:
                 except UnicodeDecodeError:
                     raise InvalidField(f"{name} in the path must be percent-encoded UTF-8",
                                        name) from None
-            elif part != template:
-                return None
         return params
 
 

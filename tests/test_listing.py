@@ -374,6 +374,7 @@ def test_empty_parameters_are_the_defaults(client):
     ("/users/alice/messages/w3-1-2", 400), ("/users/alice/messages/m%ff", 400),
     ("/users/alice/messages/%D9%A3", 400), ("/users/%ff/messages", 400), ("/users//messages", 400),
     ("/users/alice/messages/m1/x", 404), ("/users/alice/sessions/s1", 404), ("/users/alice/export/x", 404),
+    ("/users/%ff/nowhere", 404),
 ])
 def test_malformed_message_paths_are_4xx(client, path, status):
     client.add("alice", "r1", ["a"])
