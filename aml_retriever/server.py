@@ -288,23 +288,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             self._log(status)
 
-    def _count(self, status: int, body_bytes: int) -> None:
+    def _count(self, status: int, body_bytes: int) -> logs.Access:
         """Count this answer, once: just before it is written, so that a client that has read it
         finds it counted (and no longer in flight) at its next request."""
-        if self._entry is not None:
-            return
-        self._entry = logs.Access(self._method, self._label, status,
-                                  time.perf_counter() - self._arrived, body_bytes,
-                                  self.client_address[0], self.request_id)
-        if self._in_flight:
-            self.server.metrics.leave()
-        self.server.metrics.answered(self._method, self._label, status, self._entry.seconds)
+        if self._entry is None:
+            self._entry = logs.Access(self._method, self._label, status,
+                                      time.perf_counter() - self._arrived, body_bytes,
+                                      self.client_address[0], self.request_id)
+            if self._in_flight:
+                self.server.metrics.leave()
+            self.server.metrics.answered(self._method, self._label, status, self._entry.seconds)
+        return self._entry
 
     def _log(self, status: int) -> None:
         """Log this answer once it is written (or could not be): off the client's wait."""
-        self._count(status, 0)
-        assert self._entry is not None
-        logs.access(self._entry)
+        logs.access(self._count(status, 0))
 
     def _authenticate(self) -> None:
         key = self.server.config.api_key
