@@ -32,9 +32,9 @@ class App:
     """A running service: started by `start()`, stopped by `stop()` (idempotent)."""
 
     def __init__(self, config: Config, listener: socket.socket | None = None, process: int = 0,
-                 peers: Path | None = None) -> None:
-        """`process` numbers this server among those of `serve --processes N`, which publish
-        their metrics to each other in the directory `peers`."""
+                 peers: Peers | None = None) -> None:
+        """`process` numbers this server among those of `serve --processes N`, which show each
+        other their metrics through `peers`."""
         if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
             raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
                              "or pass --allow-unauthenticated to expose it anyway", "host")
@@ -58,8 +58,8 @@ class App:
                                     or connection_cap(descriptors, idle, config), listener=listener)
         self.publisher: Publisher | None = None
         if peers is not None:
-            self.metrics.peers = Peers(peers, process)
-            self.publisher = Publisher(self.metrics, self.metrics.peers)
+            self.metrics.peers = peers
+            self.publisher = Publisher(self.metrics, peers)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None
         self._stopped = threading.Event()

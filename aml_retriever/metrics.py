@@ -3,8 +3,8 @@
 Each server process counts its own requests, latencies, connections and checkpoints, under a
 `process` label (0 to N-1; always 0 with one process). With `serve --processes N` a scrape reaches
 one process at random (the kernel picks who accepts), so every process writes its counts to a
-shared directory once a second (`Peers`) and the one answering adds the others' last counts to
-its own live ones: a scrape always shows every process, each under its own label (sum them for
+memory map the processes share once a second (`Peers`) and the one answering adds the others'
+last counts to its own live ones: a scrape always shows every process, each under its own label (sum them for
 the server's totals), the others' numbers at most about a second old (`aml_metrics_age_seconds`).
 The store's gauges (users, messages, bytes) come from a scan of every user file, cached
 (`StoreScan`). Label values are route templates, methods, statuses and process numbers: never a
@@ -13,14 +13,15 @@ user id or anything a client wrote.
 
 from __future__ import annotations
 
+import binascii
 import bisect
 import json
-import os
+import mmap
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -30,8 +31,11 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # request can meet are SQLite's busy timeout (15 s) and a socket timeout (10 s by default). So:
 # a bucket under /health, two to three per decade through the usual range, and a tail to 10 s.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# How often a process of `serve --processes N` writes its counts for the others to show.
+# How often a process of `serve --processes N` writes its counts for the others to show, and the
+# room it has for them: a snapshot is about 100 bytes a series; 8 routes x 8 methods x 10
+# statuses, with their histograms, come to about 80 KB.
 PUBLISH_INTERVAL_S = 1.0
+PEER_SLOT_BYTES = 1024 * 1024
 # The store scan opens every user file (about 1 ms each: 1.0-1.4 s for 1,000 users, measured): it
 # runs at most once in STORE_SCAN_MIN_AGE_S, and never more often than once in
 # STORE_SCAN_COST_FACTOR times its own last duration, so it takes at most a twentieth of one
@@ -196,7 +200,7 @@ class Metrics:
         samples = self.snapshot()
         samples.append(("aml_metrics_age_seconds", (("process", self.process),), 0.0))
         if self.peers is not None:
-            for process, age, theirs in self.peers.others():
+            for process, age, theirs in self.peers.others(int(self.process)):
                 samples += theirs
                 samples.append(("aml_metrics_age_seconds", (("process", process),), round(age, 3)))
         if self.store is not None:
@@ -294,33 +298,62 @@ class StoreScan:
 
 
 class Peers:
-    """The processes of `serve --processes N`: each writes its counts to DIR/<process>.json (whole
-    files, renamed into place: a reader never sees half of one) and reads the others'."""
+    """What the processes of `serve --processes N` share: one anonymous memory map, made before
+    they are forked (so nothing is left on disk, whatever kills them), with a slot per process.
+    A slot holds two copies: a process writes its counts (JSON, with their CRC-32) into the copy
+    not in use, then names it the one in use, so a reader never meets a copy being written, even
+    when the writer is descheduled halfway; the CRC catches the rare read that spans two writes
+    (it is read again). No lock: no process can hold up another's scrape."""
 
-    def __init__(self, directory: Path, process: int) -> None:
-        self.directory = directory
-        self.process = str(process)
+    _ACTIVE = struct.Struct("<Q")  # which copy is in use, 0 or 1
+    _HEAD = struct.Struct("<dII")  # when written (epoch seconds), payload length, its CRC-32
+    _COPY = (PEER_SLOT_BYTES - _ACTIVE.size) // 2
+    READ_TRIES = 3
 
-    def publish(self, samples: list[Sample]) -> None:
-        path = self.directory / f"{self.process}.json"
-        partial = path.with_suffix(".tmp")
-        partial.write_text(json.dumps({"written": time.time(), "samples": samples}))
-        os.replace(partial, path)
+    def __init__(self, processes: int) -> None:
+        self._processes = processes
+        self._map = mmap.mmap(-1, processes * PEER_SLOT_BYTES)
+        self._next = [1] * processes  # the copy each process writes next (its own entry only)
 
-    def others(self) -> list[tuple[str, float, list[Sample]]]:
-        """(process, age in seconds, samples) of every other process that has published."""
+    def _copy_at(self, process: int, copy: int) -> int:
+        return process * PEER_SLOT_BYTES + self._ACTIVE.size + copy * self._COPY
+
+    def publish(self, process: int, samples: list[Sample]) -> bool:
+        """Write one process's samples; False when they do not fit its slot (not written)."""
+        payload = json.dumps(samples, separators=(",", ":")).encode()
+        if self._HEAD.size + len(payload) > self._COPY:
+            return False
+        copy = self._next[process]
+        at = self._copy_at(process, copy)
+        self._map[at:at + self._HEAD.size + len(payload)] = (
+            self._HEAD.pack(time.time(), len(payload), binascii.crc32(payload)) + payload)
+        self._ACTIVE.pack_into(self._map, process * PEER_SLOT_BYTES, copy)
+        self._next[process] = 1 - copy
+        return True
+
+    def others(self, process: int) -> list[tuple[str, float, list[Sample]]]:
+        """(process, age in seconds, samples) of every other process that has written."""
         found = []
-        for path in sorted(self.directory.glob("*.json")):
-            if path.stem == self.process:
-                continue
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue  # a process that never published, or is gone
-            samples = [(name, tuple((k, v) for k, v in labels), value)
-                       for name, labels, value in data["samples"]]
-            found.append((path.stem, max(0.0, time.time() - data["written"]), samples))
+        for other in range(self._processes):
+            read = self._read(other) if other != process else None
+            if read is not None:
+                written, samples = read
+                found.append((str(other), max(0.0, time.time() - written), samples))
         return found
+
+    def _read(self, process: int) -> tuple[float, list[Sample]] | None:
+        for _ in range(self.READ_TRIES):
+            active = self._ACTIVE.unpack_from(self._map, process * PEER_SLOT_BYTES)[0] & 1
+            at = self._copy_at(process, active)
+            written, length, crc = self._HEAD.unpack_from(self._map, at)
+            if not length:
+                return None  # not written yet
+            payload = self._map[at + self._HEAD.size:at + self._HEAD.size
+                                + min(length, self._COPY - self._HEAD.size)]
+            if binascii.crc32(payload) == crc:
+                return written, [(name, tuple((k, v) for k, v in labels), value)
+                                 for name, labels, value in json.loads(payload)]
+        return None
 
 
 class Publisher(threading.Thread):
@@ -333,9 +366,6 @@ class Publisher(threading.Thread):
 
     def run(self) -> None:
         while True:
-            try:
-                self.peers.publish(self.metrics.snapshot())
-            except OSError:  # the directory went away (the supervisor is stopping): retried
-                pass
+            self.peers.publish(int(self.metrics.process), self.metrics.snapshot())
             if self.stop_event.wait(PUBLISH_INTERVAL_S):
                 return

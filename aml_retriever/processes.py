@@ -18,14 +18,12 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
-import tempfile
-from pathlib import Path
 from types import FrameType
 
+from aml_retriever.metrics import Peers
 from aml_retriever.settings import Config
 from aml_retriever.store import Store
 
@@ -49,23 +47,15 @@ def listen(config: Config) -> socket.socket:
 
 def serve_processes(config: Config) -> int:
     """Fork `config.processes` servers on one socket and wait for them; the exit status."""
+    from aml_retriever.app import App
+
     # Made (or upgraded) once, here: a store that cannot be used is refused in one line before
     # any process starts, and the processes never race to create it.
     Store(config.db_path, config.synchronous, config.retrieval()).close()
     listener = listen(config)
     log.info("serving on %s:%d with %d processes", config.host, listener.getsockname()[1],
              config.processes)
-    # Where the processes publish their metrics to each other (metrics.py), removed at the end.
-    peers = Path(tempfile.mkdtemp(prefix="aml-metrics-"))
-    try:
-        return _supervise(config, listener, peers)
-    finally:
-        shutil.rmtree(peers, ignore_errors=True)
-
-
-def _supervise(config: Config, listener: socket.socket, peers: Path) -> int:
-    from aml_retriever.app import App
-
+    peers = Peers(config.processes)  # where they show each other their metrics (metrics.py)
     children = []
     for process in range(config.processes):
         pid = os.fork()

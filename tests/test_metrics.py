@@ -21,7 +21,7 @@ import pytest
 from conftest import Client, saturated
 from prometheus_text import MetricFamily, parse
 
-from aml_retriever.metrics import BUCKETS, CONTENT_TYPE, StoreScan, render
+from aml_retriever.metrics import BUCKETS, CONTENT_TYPE, PEER_SLOT_BYTES, Peers, StoreScan, render
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "metricsecret4471"
@@ -336,6 +336,32 @@ def test_prometheus_clients_own_parser_reads_the_same_samples(make_app):
     assert kinds["aml_http_requests"] == "counter"  # prometheus_client drops the _total
 
 
+def test_peers_see_each_others_last_counts_and_not_their_own():
+    peers = Peers(3)
+    assert peers.others(0) == []  # nobody has written
+    assert peers.publish(2, [("aml_connections_open", (("process", "2"),), 5)])
+    assert [(p, s) for p, _, s in peers.others(0)] == [("2", [("aml_connections_open",
+                                                              (("process", "2"),), 5)])]
+    assert peers.others(2) == []  # its own slot is not among the others
+    assert not peers.publish(1, [("aml_connections_open", (("process", "x" * 2_000_000),), 1)])
+    assert [p for p, _, _ in peers.others(0)] == ["2"]  # too large for its slot: not written
+
+
+def test_a_copy_being_read_is_never_written_and_a_half_written_one_never_read():
+    peers = Peers(2)
+    counts = [("aml_connections_open", (("process", "1"),), n) for n in (1, 2)]
+    peers.publish(1, [counts[0]])
+    in_use = peers._copy_at(1, Peers._ACTIVE.unpack_from(peers._map, PEER_SLOT_BYTES)[0])
+    before = peers._map[in_use:in_use + 4096]
+    peers.publish(1, [counts[1]])
+    assert peers._map[in_use:in_use + 4096] == before  # a reader in the middle of it read it whole
+    assert [s for _, _, s in peers.others(0)] == [[counts[1]]]
+    # a copy in use that its CRC does not match (its writer killed while writing it) is skipped
+    in_use = peers._copy_at(1, Peers._ACTIVE.unpack_from(peers._map, PEER_SLOT_BYTES)[0])
+    peers._map[in_use + 16:in_use + 20] = b"[[[["  # past the head: when written, length, CRC-32
+    assert peers.others(0) == []
+
+
 @pytest.fixture
 def two_processes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     with socket.socket() as probe:
@@ -360,14 +386,22 @@ def two_processes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int
         server.wait(10)
 
 
+def _processes_shown(port: int) -> set[str]:
+    found = families(port, None)
+    return {labels["process"] for _, labels, _ in found["aml_metrics_age_seconds"].samples}
+
+
 def test_with_two_processes_every_scrape_shows_both_and_their_sum_is_exact(two_processes):
     _, port = two_processes
-    sent = 60
+    deadline = time.monotonic() + 30
+    while _processes_shown(port) != {"0", "1"} and time.monotonic() < deadline:
+        time.sleep(0.1)  # both started (each shows itself once it has written its counts)
+    sent, statuses = 60, []
 
     def health(n: int) -> None:
         for _ in range(n):
             c = Client(port)  # a new connection each time: either process may accept it
-            assert c.request("GET", "/health").status == 200
+            statuses.append(c.request("GET", "/health").status)
             c.close()
 
     threads = [threading.Thread(target=health, args=(sent // 6,)) for _ in range(6)]
@@ -375,21 +409,24 @@ def test_with_two_processes_every_scrape_shows_both_and_their_sum_is_exact(two_p
         thread.start()
     for thread in threads:
         thread.join(60)
-    deadline = time.monotonic() + 15  # each process writes its counts every PUBLISH_INTERVAL_S
-    while True:
+    assert statuses == [200] * sent
+    done = time.time()
+    deadline = time.monotonic() + 15
+    while True:  # until the process not answering has written its counts since the last request
+        before = time.time()
         found = families(port, None)
-        per_process = {p: requests_by(found, p).get(("GET", "/health", "200"), 0) for p in ("0", "1")}
-        if sum(per_process.values()) == sent or time.monotonic() > deadline:
+        ages = {labels["process"]: v for _, labels, v in found["aml_metrics_age_seconds"].samples}
+        fresh = set(ages) == {"0", "1"} and max(ages.values()) < before - done
+        if fresh or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert sum(per_process.values()) == sent, per_process
-    assert all(per_process.values()), per_process  # both served some: each counts its own
     for _ in range(6):  # whichever process answers, the same totals
-        found = families(port, None)
         per_process = {p: requests_by(found, p).get(("GET", "/health", "200"), 0) for p in ("0", "1")}
-        assert sum(per_process.values()) == sent, per_process
+        assert sum(per_process.values()) == sent, (per_process, ages)
+        assert all(per_process.values()), per_process  # both served some: each counts its own
         assert {labels["process"] for _, labels, _ in found["aml_connections_open"].samples} == {"0", "1"}
-        ages = {labels["process"]: v for _, labels, v in found["aml_metrics_age_seconds"].samples}
         assert sorted(ages.values())[0] == 0 and max(ages.values()) < 5, ages
         assert_histograms_hold(found)
         assert one(found, "aml_store_users", None) == 0  # the store's gauges: once, unlabelled
+        found = families(port, None)
+        ages = {labels["process"]: v for _, labels, v in found["aml_metrics_age_seconds"].samples}
