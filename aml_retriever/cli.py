@@ -22,7 +22,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__, audit, exchange
+from aml_retriever import __version__, audit, exchange, logs
 from aml_retriever.backup import backup
 from aml_retriever.errors import AmlError, InvalidField
 from aml_retriever.lifecycle import Statements
@@ -255,8 +255,7 @@ def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.processes import serve_processes
 
     config = _settings(args)
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(config.log_level, config.log_format)
     try:
         if config.processes > 1:
             return serve_processes(config)
@@ -333,8 +332,7 @@ def _mcp(args: argparse.Namespace) -> int:
     from aml_retriever.mcp_server import serve_stdio
 
     config = _settings(args)
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(config.log_level, config.log_format)
     memory = _memory(args, config)
     logging.getLogger("aml_retriever.mcp").info(
         "serving MCP on stdio: local memory %s, global memory %s", memory.stores["local"],

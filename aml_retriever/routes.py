@@ -14,6 +14,7 @@ from aml_retriever import exchange
 from aml_retriever.errors import InvalidField, NotFound
 from aml_retriever.lifecycle import NotProposed, Statements
 from aml_retriever.listing import Listing, absent
+from aml_retriever.metrics import CONTENT_TYPE
 from aml_retriever.service import MemoryService
 from aml_retriever.validation import (
     parse_add,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Raw:
-    """An answer that is not a JSON object (the NDJSON of an export)."""
+    """An answer that is not a JSON object (the NDJSON of an export, the metrics' text)."""
 
     data: bytes
     content_type: str
@@ -159,6 +160,7 @@ def _export(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
 ROUTES: tuple[Route, ...] = (
     Route("/health", "GET", lambda h, b, p: _service(h).health()),
     Route("/stats", "GET", lambda h, b, p: _service(h).stats()),
+    Route("/metrics", "GET", lambda h, b, p: Raw(h.server.metrics.exposition(), CONTENT_TYPE)),
     Route("/add", "POST", _add, body=True),
     Route("/search", "POST", _search, body=True),
     Route("/delete_user", "POST", _delete_user_post, body=True),
@@ -175,6 +177,9 @@ ROUTES: tuple[Route, ...] = (
 )
 # The one path served without a key: load balancers and platforms probe it.
 OPEN_PATH = "/health"
+# Routes answered without waiting for a turn at the service: probes and scrapes must see a busy
+# server as it is (neither reads a user file: /metrics shows the store scan's cached values).
+UNQUEUED = frozenset({OPEN_PATH, "/metrics"})
 
 
 def resolve(raw_path: str) -> tuple[list[Route], Params]:

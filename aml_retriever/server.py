@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from aml_retriever import __version__
+from aml_retriever import __version__, logs
 from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
@@ -45,12 +45,12 @@ from aml_retriever.errors import (
     error_body,
     internal_error_body,
 )
-from aml_retriever.routes import OPEN_PATH, Answer, Raw, Route, resolve
+from aml_retriever.metrics import Metrics
+from aml_retriever.routes import OPEN_PATH, UNQUEUED, Raw, Route, resolve
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
 from aml_retriever.validation import parse_json
 
-log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
 
 # A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
@@ -98,8 +98,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def __init__(self, request: socket.socket, client_address: Any, server: AmlHTTPServer,
-                 request_bytes: bytes) -> None:
+                 request_bytes: bytes, arrived: float) -> None:
         self._request_bytes = request_bytes  # the whole request: the loop waited for it
+        self._arrived = arrived  # perf_counter() when it had all arrived
+        # What the access log and the metrics say of this request, once it is answered.
+        self._method, self._label, self._in_flight = "-", "-", False
+        self._entry: logs.Access | None = None
+        self.request_id = ""
         super().__init__(request, client_address, server)
 
     def version_string(self) -> str:
@@ -173,18 +178,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._dispatch("OPTIONS")
 
     def _dispatch(self, method: str) -> None:
-        started = time.perf_counter()
-        label = "-"
+        self._method = method if method in KNOWN_METHODS else "OTHER"
         self._body_read = False
         self.linger = False
+        self.request_id = logs.request_id(self.headers.get_all(logs.REQUEST_ID_HEADER))
         headers: dict[str, str] = {}
+        self.server.metrics.enter()
+        self._in_flight = True
         try:
             # Authenticate first, so a caller without the key learns nothing, not even which
             # paths exist; /health alone is open.
             if urlsplit(self.path).path != OPEN_PATH:
                 self._authenticate()
             routes, params = resolve(self.path)
-            label = routes[0].label
+            self._label = label = routes[0].label
             route = next((r for r in routes if r.method == method), None)
             if route is None:
                 allowed = tuple(r.method for r in routes)
@@ -199,9 +206,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except Exception as exc:  # the one place that turns surprises into a 500
             status, payload = 500, internal_error_body()
             self._log_unexpected(exc)
-        self._send_json(status, payload, headers)
-        log.info("%s %s %d %.1fms", method if method in KNOWN_METHODS else "OTHER", label, status,
-                 (time.perf_counter() - started) * 1000)
+        try:
+            if isinstance(payload, Raw):
+                self._send(status, payload.data, payload.content_type, headers)
+            else:
+                self._send_json(status, payload, headers)
+        finally:
+            self._log(status)
+
+    def _count(self, status: int, body_bytes: int) -> logs.Access:
+        """Count this answer, once: just before it is written, so that a client that has read it
+        finds it counted (and no longer in flight) at its next request."""
+        if self._entry is None:
+            self._entry = logs.Access(self._method, self._label, status,
+                                      time.perf_counter() - self._arrived, body_bytes,
+                                      self.client_address[0], self.request_id)
+            if self._in_flight:
+                self.server.metrics.leave()
+            self.server.metrics.answered(self._method, self._label, status, self._entry.seconds)
+        return self._entry
+
+    def _log(self, status: int) -> None:
+        """Log this answer once it is written (or could not be): off the client's wait."""
+        logs.access(self._count(status, 0))
 
     def _authenticate(self) -> None:
         key = self.server.config.api_key
@@ -254,12 +281,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
         self._read_body(int(length_header[0]))
 
-    def _send_json(self, status: int, payload: Answer, headers: dict[str, str]) -> None:
-        if isinstance(payload, Raw):
-            data, content_type = payload.data, payload.content_type
-        else:
-            data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-            content_type = "application/json; charset=utf-8"
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        self._send(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+                   "application/json; charset=utf-8", headers)
+
+    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
         # An error before the body was read leaves unread bytes on the connection: close it. So
         # does a body sent with another method, which is never read: left on the connection it
         # would be parsed as the next request (a proxy in front would count one request, not two).
@@ -277,13 +303,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header(logs.REQUEST_ID_HEADER, self.request_id)
         for name, value in headers.items():
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
+        sent = data if self.command != "HEAD" else b""
+        self._count(status, len(sent))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        self.wfile.write(sent)
 
     def _announces_body(self) -> bool:
         headers = getattr(self, "headers", None)
@@ -298,14 +326,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         phrase = http.server.BaseHTTPRequestHandler.responses.get(code, ("error",))[0]
         body = json.dumps({"error": {"code": re.sub(r"[^a-z]+", "_", phrase.lower()),
                                      "message": phrase, "field": None}}).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD" and code >= 200:
-            self.wfile.write(body)
-        log.info("- - %d 0.0ms", code)
+        headers = getattr(self, "headers", None)  # absent when the head could not be parsed
+        self.request_id = logs.request_id(headers.get_all(logs.REQUEST_ID_HEADER)
+                                          if headers is not None else None)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header(logs.REQUEST_ID_HEADER, self.request_id)
+            self.send_header("Connection", "close")
+            sent = body if self.command != "HEAD" and code >= 200 else b""
+            self._count(code, len(sent))
+            self.end_headers()
+            self.wfile.write(sent)
+        finally:
+            self._log(code)
 
     def log_message(self, format: str, *args: Any) -> None:
         """http.server's own log lines quote the request line; ours never do (see _dispatch)."""
@@ -325,14 +360,15 @@ class AmlHTTPServer(http.server.HTTPServer):
     # admission control is the connection cap and the bounded queue, not this.
     request_queue_size = 1024
 
-    def __init__(self, config: Config, service: MemoryService,
+    def __init__(self, config: Config, service: MemoryService, metrics: Metrics,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  listener: socket.socket | None = None) -> None:
         self.config = config
         self.service = service
+        self.metrics = metrics
         self.stopping = False
         self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        self._jobs: queue.Queue[tuple[Connection, bytes] | None] = queue.Queue(config.queue_size)
+        self._jobs: queue.Queue[tuple[Connection, bytes, float] | None] = queue.Queue(config.queue_size)
         # Workers answer requests all at once, but only this many run the service at a time:
         # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
         # 125 Searches/s with 16 at once, 251 with 2).
@@ -346,6 +382,7 @@ class AmlHTTPServer(http.server.HTTPServer):
             self.server_address = listener.getsockname()
         self.loop = ConnectionLoop(self.socket, config.socket_timeout, config.max_body_bytes,
                                    max_connections, self._hand_over, self._expired)
+        metrics.connections = self.loop
         self._rejected = Lingerer()
         self._rejected.start()
         self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
@@ -360,46 +397,59 @@ class AmlHTTPServer(http.server.HTTPServer):
         self.loop.stop()
 
     def turn(self, route: Route) -> AbstractContextManager[Any]:
-        """The wait for a turn at the service; /health never waits, so probes see a busy server
-        as alive."""
-        return nullcontext() if route.label == OPEN_PATH else self._active
+        """The wait for a turn at the service; /health and /metrics never wait, so probes and
+        scrapes see a busy server as it is."""
+        return nullcontext() if route.label in UNQUEUED else self._active
+
+    def answered(self, entry: logs.Access) -> None:
+        """Log and count one answer, whoever gave it (a handler or the connection loop)."""
+        logs.access(entry)
+        self.metrics.answered(entry.method, entry.route, entry.status, entry.seconds)
 
     def _hand_over(self, conn: Connection, request: bytes) -> None:
         """A whole request arrived (in the loop's thread): queue it for a worker, or refuse it
         at once when the queue is full."""
+        arrived = time.perf_counter()
         try:
-            self._jobs.put_nowait((conn, request))
+            self._jobs.put_nowait((conn, request, arrived))
         except queue.Full:
-            self._reject(conn.sock)
+            self._reject(conn, logs.request_id_in(request), arrived)
             self.loop.give_back(conn, keep=False)
 
     def _expired(self, conn: Connection, body_arriving: bool) -> None:
         """A request too slow to arrive (in the loop's thread): a body cut short is answered 408;
         a head, or an idle connection, is closed without an answer."""
+        self.metrics.expired("body" if body_arriving else "idle" if conn.started is None else "head")
         if body_arriving:
-            _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
-                "the body did not arrive in time; send Content-Length bytes", "body"))
-            log.info("- - 408 0.0ms")
+            started, request_id = time.perf_counter(), logs.request_id_in(bytes(conn.buffer))
+            sent = _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
+                "the body did not arrive in time; send Content-Length bytes", "body"), request_id)
+            self.answered(logs.Access("-", "-", 408, time.perf_counter() - started, sent,
+                                      conn.address[0], request_id))
         conn.sock.close()
 
-    def _reject(self, request: socket.socket) -> None:
-        _send_quickly(request, 503, "Service Unavailable",
-                      Overloaded("the server is at capacity; retry after a second"), retry_after=1)
+    def _reject(self, conn: Connection, request_id: str, arrived: float) -> None:
+        request = conn.sock
+        sent = _send_quickly(request, 503, "Service Unavailable",
+                             Overloaded("the server is at capacity; retry after a second"),
+                             request_id, retry_after=1)
         try:
             request.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         if not self._rejected.keep(request):
             request.close()
-        log.info("- - 503 0.0ms")
+        self.metrics.refused()
+        self.answered(logs.Access("-", "-", 503, time.perf_counter() - arrived, sent,
+                                  conn.address[0], request_id))
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            conn, request = job
+            conn, request, arrived = job
             keep = linger = False
             try:
                 conn.sock.settimeout(self.config.socket_timeout)  # for writing the answer
-                handler = Handler(conn.sock, conn.address, self, request)
+                handler = Handler(conn.sock, conn.address, self, request, arrived)
                 keep = not handler.close_connection and not self.stopping
                 linger = getattr(handler, "linger", False)
             except Exception:  # a broken connection must not kill the worker
@@ -440,20 +490,21 @@ class AmlHTTPServer(http.server.HTTPServer):
         errors_log.warning("connection error")
 
 
-def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError,
-                  retry_after: int | None = None) -> None:
+def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError, request_id: str,
+                  retry_after: int | None = None) -> int:
     """An error answer written by the connection loop: at most a fraction of a second, never
-    blocking the loop on a client that does not read."""
+    blocking the loop on a client that does not read. Returns the body bytes sent."""
     body = json.dumps(error_body(error)).encode()
     head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n"
+            f"Content-Length: {len(body)}\r\n{logs.REQUEST_ID_HEADER}: {request_id}\r\n"
             + (f"Retry-After: {retry_after}\r\n" if retry_after else "")
             + "Connection: close\r\n\r\n")
     try:
         sock.settimeout(QUICK_WRITE_S)
         sock.sendall(head.encode() + body)
     except OSError:
-        pass
+        return 0
+    return len(body)
 
 
 class Lingerer(threading.Thread):
