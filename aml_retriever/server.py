@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from aml_retriever import __version__
+from aml_retriever import __version__, inspector
 from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
@@ -243,8 +243,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.linger = False
         headers: dict[str, str] = {}
         try:
+            if inspector.serves(self.path):  # the page holds no data: no key, no turn at the service
+                label = inspector.LABEL
+                page = inspector.answer(self.path, method, self.headers.get("If-None-Match"))
+                self._send(page.status, page.content_type, page.body, page.headers)
+                log.info("GET %s %d %.1fms", label, page.status, (time.perf_counter() - started) * 1000)
+                return
             # Authenticate first, so a caller without the key learns nothing, not even which
-            # paths exist; /health alone is open.
+            # paths exist; /health (and the page, above) alone are open.
             if urlsplit(self.path).path != OPEN_PATH:
                 self._authenticate()
             route, user_id = resolve(self.path)
@@ -306,23 +312,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        # An error before the body was read leaves unread bytes on the connection: close it. So
-        # does a body sent with another method, which is never read: left on the connection it
-        # would be parsed as the next request (a proxy in front would count one request, not two).
+        # An error before the body was read leaves unread bytes on the connection: close it.
         if status >= 400 and not self._body_read and self.command == "POST":
             self.close_connection = True
             # A body may still be arriving: answer, then read and drop it for a while before
             # closing, so the client gets to read the status instead of a reset.
             self.linger = self._announces_body()
+        self._send(status, "application/json; charset=utf-8", data,
+                   {"Cache-Control": "no-store", **headers})
+
+    def _send(self, status: int, content_type: str | None, data: bytes, headers: dict[str, str]) -> None:
+        # A body sent with a method other than POST is never read: left on the connection it
+        # would be parsed as the next request (a proxy in front would count one request, not two).
         if self.command != "POST" and (self.headers.get("Transfer-Encoding")
                                        or self.headers.get("Content-Length", "0").strip() != "0"):
             self.close_connection = True
         if self.server.stopping:
             self.close_connection = True
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        if status != 304:  # a 304 has no body, and its length would have to be the page's
+            self.send_header("Content-Length", str(len(data)))
         for name, value in headers.items():
             self.send_header(name, value)
         if self.close_connection:
