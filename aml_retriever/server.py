@@ -24,21 +24,17 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from aml_retriever import __version__, inspector
 from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
     BadRequest,
-    InvalidField,
     LengthRequired,
     MethodNotAllowed,
-    NotFound,
     Overloaded,
     PayloadTooLarge,
     RequestTimeout,
@@ -49,9 +45,10 @@ from aml_retriever.errors import (
     error_body,
     internal_error_body,
 )
+from aml_retriever.routes import OPEN_PATH, Answer, Raw, Route, resolve
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.validation import parse_add, parse_json, parse_page, parse_search, parse_user
+from aml_retriever.validation import parse_json
 
 log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
@@ -74,67 +71,6 @@ RESOURCE_RETRY_S = 60
 REJECTED_LINGER_MAX = 512
 # The methods routes may accept; any other method token is logged as OTHER, never as sent.
 KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
-USERS_PREFIX = "/users/"
-
-
-@dataclass(frozen=True)
-class Route:
-    label: str  # what the access log shows: the template, never a user id
-    methods: tuple[str, ...]
-    handler: Callable[[Handler, dict[str, Any] | None, str | None], dict[str, Any]]
-
-
-def _add(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.add(parse_add(body or {}, h.server.config.max_messages))
-
-
-def _search(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.search(parse_search(body or {}))
-
-
-def _delete_user_post(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.delete_user(parse_user(body or {}))
-
-
-def _delete_user_path(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
-    return h.server.service.delete_user(parse_user({"user_id": user_id}))
-
-
-def _audit(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
-    after, limit = parse_page(urlsplit(h.path).query)
-    return h.server.service.audit(parse_user({"user_id": user_id}), after, limit)
-
-
-ROUTES = {
-    "/health": Route("/health", ("GET",), lambda h, b, u: h.server.service.health()),
-    "/stats": Route("/stats", ("GET",), lambda h, b, u: h.server.service.stats()),
-    "/add": Route("/add", ("POST",), _add),
-    "/search": Route("/search", ("POST",), _search),
-    "/delete_user": Route("/delete_user", ("POST",), _delete_user_post),
-}
-# The one path served without a key: load balancers and platforms probe it.
-OPEN_PATH = "/health"
-USER_ROUTE = Route("/users/{user_id}", ("DELETE",), _delete_user_path)
-AUDIT_SUFFIX = "/audit"
-AUDIT_ROUTE = Route("/users/{user_id}/audit", ("GET",), _audit)
-
-
-def resolve(raw_path: str) -> tuple[Route, str | None]:
-    """The route of a request path, and the user id when the path carries one."""
-    path = urlsplit(raw_path).path
-    if path in ROUTES:
-        return ROUTES[path], None
-    if path.startswith(USERS_PREFIX):
-        rest = path[len(USERS_PREFIX):]
-        route = AUDIT_ROUTE if rest.endswith(AUDIT_SUFFIX) else USER_ROUTE
-        rest = rest.removesuffix(AUDIT_SUFFIX) if route is AUDIT_ROUTE else rest
-        if "/" not in rest:
-            try:
-                return route, unquote(rest, errors="strict")
-            except UnicodeDecodeError:
-                raise InvalidField("user_id in the path must be percent-encoded UTF-8",
-                                   "user_id") from None
-    raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
 
 
 class CrlfLines:
@@ -253,13 +189,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # paths exist; /health (and the page, above) alone are open.
             if urlsplit(self.path).path != OPEN_PATH:
                 self._authenticate()
-            route, user_id = resolve(self.path)
-            label = route.label
-            if method not in route.methods:
-                raise MethodNotAllowed(f"{label} accepts {', '.join(route.methods)}", route.methods)
-            body = self._read_json() if method == "POST" else None
+            routes, params = resolve(self.path)
+            label = routes[0].label
+            route = next((r for r in routes if r.method == method), None)
+            if route is None:
+                allowed = tuple(r.method for r in routes)
+                raise MethodNotAllowed(f"{label} accepts {', '.join(allowed)}", allowed)
+            body = self._read_json() if route.body else None
+            if method == "POST" and not route.body:
+                self._discard_body()
             with self.server.turn(route):
-                status, payload = 200, route.handler(self, body, user_id)
+                status, payload = 200, route.handler(self, body, params)
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
@@ -310,16 +250,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                  "body")
         return body
 
-    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    def _discard_body(self) -> None:
+        """A POST whose route takes no body: what it sent anyway (the loop collected it whole,
+        within max_body_bytes) is read and dropped, so it is never taken for the next request."""
+        if self.headers.get("Transfer-Encoding"):
+            raise LengthRequired("send the body with a Content-Length (chunked bodies are not accepted)")
+        length_header = self.headers.get_all("Content-Length") or ["0"]
+        if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
+            raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
+        self._read_body(int(length_header[0]))
+
+    def _send_json(self, status: int, payload: Answer, headers: dict[str, str]) -> None:
+        if isinstance(payload, Raw):
+            data, content_type = payload.data, payload.content_type
+        else:
+            data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            content_type = "application/json; charset=utf-8"
         # An error before the body was read leaves unread bytes on the connection: close it.
         if status >= 400 and not self._body_read and self.command == "POST":
             self.close_connection = True
             # A body may still be arriving: answer, then read and drop it for a while before
             # closing, so the client gets to read the status instead of a reset.
             self.linger = self._announces_body()
-        self._send(status, "application/json; charset=utf-8", data,
-                   {"Cache-Control": "no-store", **headers})
+        self._send(status, content_type, data, {"Cache-Control": "no-store", **headers})
 
     def _send(self, status: int, content_type: str | None, data: bytes, headers: dict[str, str]) -> None:
         # A body sent with a method other than POST is never read: left on the connection it

@@ -88,6 +88,10 @@ class MemoryService:
         """Insert an Add's messages and its request record inside the caller's write
         transaction. Returns how many messages got the receive time, and the first id."""
         assigned, first_id = self._insert_messages(conn, request, received_ms, stamp)
+        # The file names its user, for the listing of users (listing.py): the file's name is a
+        # hash of the id, which cannot be read back. Deleting the user removes it again.
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('user_id', ?)",
+                     (request.user_id,))
         conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
                      "timestamps_assigned, created_ms, first_message_id) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -227,6 +231,7 @@ class MemoryService:
                     conn.execute(f"DELETE FROM {table}")
                 for table in ("speakers", "removals", "tombstones"):
                     conn.execute(f"DELETE FROM {table}")
+                conn.execute("DELETE FROM meta WHERE key = 'user_id'")
                 for index in INDEXES:
                     conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
                 audit.erase(conn)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_retriever.server import AUDIT_ROUTE, ROUTES, USER_ROUTE
+from aml_retriever.routes import ROUTES
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -27,8 +27,7 @@ def assert_documented(path: str, method: str, response) -> None:
 
 
 def test_every_served_route_is_documented_and_nothing_else():
-    served = {(route.label, m.lower()) for route in [*ROUTES.values(), USER_ROUTE, AUDIT_ROUTE]
-              for m in route.methods}
+    served = {(route.label, route.method.lower()) for route in ROUTES}
     documented = {(path, method) for path, item in SPEC["paths"].items() for method in item}
     assert served == documented
 
@@ -71,3 +70,51 @@ def test_real_responses_match_the_document(make_app):
     assert statuses == {200, 400, 401, 405, 409, 415}
     windows = [r for r in cases[4][2].body["data"] if r["view"] == "window"]
     assert cases[4][2].body["data"] and all(r["id"].startswith("w") for r in windows)
+
+
+def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
+    from conftest import Client
+
+    from aml_retriever.lifecycle import Statements
+
+    app = make_app(api_key="k")
+    c = Client(app.port, api_key="k")
+    c.add("alice", "r1", ["first", "second", "third"], session="s1")
+    proposed = Statements(app.service, "alice", "mcp").remember("s1", "The user likes tea", "fact",
+                                                                origin="agent").statement["id"]
+    page = c.request("GET", "/users/alice/messages?limit=1")
+    cases = [
+        ("/users", "get", c.request("GET", "/users?limit=1")),
+        ("/users", "get", c.request("GET", "/users?order=sideways")),  # 400
+        ("/users/{user_id}/sessions", "get", c.request("GET", "/users/alice/sessions")),
+        ("/users/{user_id}/sessions", "get", c.request("GET", "/users/nobody/sessions")),
+        ("/users/{user_id}/messages", "get", page),
+        ("/users/{user_id}/messages", "get",
+         c.request("GET", f"/users/alice/messages?limit=1&cursor={page.body['next_cursor']}")),
+        ("/users/{user_id}/messages", "get", c.request("GET", "/users/alice/messages?status=proposed")),
+        ("/users/{user_id}/messages", "get", c.request("GET", "/users/alice/messages?cursor=x")),  # 400
+        ("/users/{user_id}/messages", "get", Client(app.port).request("GET", "/users/alice/messages")),
+        ("/users/{user_id}/messages", "get", c.request("POST", "/users/alice/messages")),  # 405
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m99")),
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/x")),
+        ("/users/{user_id}/messages/{id}", "delete", c.request("DELETE", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}", "delete", c.request("DELETE", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}/confirm", "post",
+         c.request("POST", f"/users/alice/messages/{proposed}/confirm")),
+        ("/users/{user_id}/messages/{id}/confirm", "post",
+         c.request("POST", f"/users/alice/messages/{proposed}/confirm")),  # 409
+        ("/users/{user_id}/messages/{id}/reject", "post",
+         c.request("POST", "/users/alice/messages/m1/reject")),  # 409
+        ("/users/{user_id}/messages/{id}/reject", "post",
+         c.request("POST", "/users/alice/messages/m77/reject")),  # 404
+    ]
+    statuses = set()
+    for path, method, response in cases:
+        statuses.add(response.status)
+        assert_documented(path, method, response)
+    assert statuses == {200, 400, 401, 404, 405, 409}
+    Statements(app.service, "alice", "mcp").remember("s1", "The user likes green", "fact", origin="agent")
+    rejected = c.request("GET", "/users/alice/messages?status=proposed").body["messages"][0]["id"]
+    assert_documented("/users/{user_id}/messages/{id}/reject", "post",
+                      c.request("POST", f"/users/alice/messages/{rejected}/reject"))
