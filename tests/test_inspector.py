@@ -5,6 +5,7 @@ The page itself is driven in a browser by test_inspector_browser.py."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import shutil
@@ -138,9 +139,14 @@ def test_the_page_uses_no_inline_script_style_or_markup_from_strings():
         assert sink not in script, sink
 
 
-def test_only_the_tables_files_can_be_read():
+def test_only_the_tables_files_can_be_read_and_they_are_documented():
     assert set(inspector.FILES) == {"", "index.html", "app.css", "app.js"}
     assert {p.name for p in UI.iterdir()} == {name for name, _ in inspector.FILES.values()}
+    spec = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    files = spec["paths"]["/ui/{file}"]["get"]["parameters"][0]["schema"]["enum"]
+    assert sorted(files) == sorted(name for name in inspector.FILES if name)
+    policy = spec["paths"]["/ui/"]["get"]["responses"]["200"]["headers"]["Content-Security-Policy"]
+    assert policy["description"] == inspector.CONTENT_SECURITY_POLICY
 
 
 @pytest.mark.slow

@@ -107,14 +107,16 @@ async function more(name, fresh = false) {
   const asked = generation;
   if (fresh) cursors[name] = null;
   const params = new URLSearchParams({limit: PAGE, ...(list.params ? list.params() : {})});
-  if (cursors[name] !== null) params.set("cursor", cursors[name]);
-  const data = await call("GET", list.path() + "?" + params);
+  if (cursors[name] != null) params.set("cursor", cursors[name]);
+  const button = $("more-" + name);
+  button.disabled = true; // one page at a time: a second click would ask for the same page again
+  const data = await call("GET", list.path() + "?" + params).finally(() => { button.disabled = false; });
   if (asked !== generation) return;
   if (fresh) $(name).replaceChildren();
   $(name).append(...data[list.field].map(list.render));
   if (!$(name).children.length) $(name).append(el("li", {className: "empty"}, "None."));
   cursors[name] = data.next_cursor;
-  $("more-" + name).hidden = data.next_cursor === null || data.next_cursor === undefined;
+  button.hidden = data.next_cursor == null;
 }
 
 function userItem(item) {
@@ -131,10 +133,9 @@ function sessionItem(item) {
 }
 
 function messageFields(item) {
+  const state = item.status && item.status !== "current" ? item.status : item.trust === "proposed" ? "proposed" : "";
   return [el("p", {className: "content"}, item.content),
-          meta(item.id, item.role, "session " + item.session_id, item.created_at,
-               item.status && item.status !== "current" ? item.status : undefined,
-               item.trust === "proposed" ? "proposed" : undefined)];
+          meta(item.id, item.role, "session " + item.session_id, item.created_at, state)];
 }
 
 function messageItem(item) {
