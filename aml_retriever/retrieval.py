@@ -19,7 +19,7 @@ from aml_retriever.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
-from aml_retriever.signals import RetrievalConfig
+from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.store import rows_in
 from aml_retriever.timeline import CURRENT, ReadFilter, Visibility
 from aml_retriever.tokenizer import index_text, reading_words, words_of
@@ -100,20 +100,33 @@ class _Hits:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One fused list's part in a result's score (for `explain`): the result's 1-based rank in the
+    list (None when the list does not hold it), the list's weight, and its share of the score."""
+
+    signal: str
+    rank: int | None
+    weight: float
+    share: float
+
+
+@dataclass(frozen=True)
 class Result:
     candidate: Candidate
     score: float
     flags: tuple[str, ...]
+    parts: tuple[Part, ...] | None = None  # only when the Search asked to explain
 
 
 class Retrieval:
     """One Search over one user's file."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig,
-                 read: ReadFilter = CURRENT) -> None:
+                 read: ReadFilter = CURRENT, explain: bool = False) -> None:
         self.conn = conn
         self.config = config
         self.read = read
+        self.explain = explain  # each result carries its lists' parts in its score (`Part`)
         self.rows: dict[int, MessageRow] = {}
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
         self.words_returned: int | None = None  # the words packed, when a budget was given
@@ -165,7 +178,9 @@ class Retrieval:
         contents = {m: row.content for m, row in self.rows.items()}
         # Messages that are candidates in their own right (a lexical, option or adjacency hit).
         own = {members[0] for view, members in candidates if view == "message"}
-        results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
+        ranks = self._ranks(lists) if self.explain else None
+        results = [Result(chosen, fused[original.key], flags.get(original.key, ()),
+                          None if ranks is None else self._parts(original.key, ranks))
                    for original, chosen in select(order, top_k, contents,
                                                   lambda m: m in own or self._matches(m, plan),
                                                   budget)]
@@ -227,6 +242,28 @@ class Retrieval:
         for name, ranker in rankers:
             lists[name] = ranker(plan, facts)
         return lists, facts
+
+    # ---- explanation ---------------------------------------------------------------------
+
+    def _ranks(self, lists: dict[str, list[Key]]) -> dict[str, dict[Key, int]]:
+        """Each fused list switched on, in the registry's order, as {candidate: 1-based rank}."""
+        ranks: dict[str, dict[Key, int]] = {}
+        for name in SIGNAL_NAMES:
+            if name in lists and self.config.weight(name) > 0:
+                ranked = ranks[name] = {}
+                for rank, key in enumerate(lists[name], 1):
+                    ranked.setdefault(key, rank)
+        return ranks
+
+    def _parts(self, key: Key, ranks: dict[str, dict[Key, int]]) -> tuple[Part, ...]:
+        """What each fused list added to a candidate's score, weight / (k + rank), as a share of
+        their sum (the fused score before supersession or versions moved it)."""
+        added = {name: (ranked.get(key), self.config.weight(name)) for name, ranked in ranks.items()}
+        terms = {name: 0.0 if rank is None else weight / (self.config.rrf_k + rank)
+                 for name, (rank, weight) in added.items()}
+        total = sum(terms.values())
+        return tuple(Part(name, rank, weight, terms[name] / total if total > 0 else 0.0)
+                     for name, (rank, weight) in added.items())
 
     # ---- loading -------------------------------------------------------------------------
 

@@ -163,7 +163,7 @@ class MemoryService:
                 return {"data": [], "words": 0} if max_words else {"data": []}
             query_plan = plan(request.query, request.options)
             with self.store.read(conn):
-                retrieval = Retrieval(conn, self.retrieval, request.read)
+                retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
         found: dict[str, Any] = {"data": [self._result(r, retrieval.rows, statements)
                                           for r in results]}
@@ -188,6 +188,9 @@ class MemoryService:
         if self.provenance:
             item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
                         evidence_flags=list(result.flags))
+        if result.parts is not None:
+            item["explain"] = {"signals": [{"signal": p.signal, "rank": p.rank, "weight": p.weight,
+                                            "share": p.share} for p in result.parts]}
         if statement:
             item.update(origin=first.origin, trust=first.trust,
                         valid_from=iso_utc(first.valid_ms or first.timestamp_ms),

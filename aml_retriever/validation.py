@@ -60,6 +60,7 @@ class SearchRequest:
     session_id: str | None
     max_words: int | None = None  # a reader's word budget for the results (an extension)
     read: ReadFilter = CURRENT  # as_of, since, until, include_history (extensions)
+    explain: bool = False  # each result carries its ranking signals (an extension)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -206,8 +207,11 @@ def parse_search(data: dict[str, Any]) -> SearchRequest:
     if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int)
                                   or not 1 <= max_words <= MAX_WORDS_MAX):
         raise InvalidField(f"max_words must be an integer from 1 to {MAX_WORDS_MAX}", "max_words")
+    explain = False if data.get("explain") is None else data["explain"]
+    if not isinstance(explain, bool):
+        raise InvalidField("explain must be true or false", "explain")
     return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None,
-                         max_words, parse_read(data))
+                         max_words, parse_read(data), explain)
 
 
 def parse_read(data: dict[str, Any]) -> ReadFilter:

@@ -55,6 +55,8 @@ def test_real_responses_match_the_document(make_app):
         ("/search", "post", c.search("example-user", "When is the launch?", top_k=5)),
         ("/search", "post", c.search("example-user", "北京 Zürich 서울", top_k=5)),
         ("/search", "post", c.search("nobody", "anything")),
+        ("/search", "post", c.search("example-user", "When is the launch?", explain=True)),
+        ("/search", "post", c.search("example-user", "When is the launch?", explain="yes")),  # 400
         ("/search", "post", c.search("example-user", "x", top_k=0)),  # 400
         ("/search", "post", c.request("POST", "/search", raw=b"{}", headers={"Content-Type": "text/plain"})),
         ("/stats", "get", c.request("GET", "/stats")),
