@@ -31,7 +31,7 @@ XSS_IMG = '<img src=x onerror="window.__xss = 1">'
 XSS_SCRIPT = "<script>window.__xss = 2</script>"
 LOCKER = "Forget me: the locker code is 4512."
 LONG_TOKEN = "unbroken-" + "x" * 300
-MARKUP_USER = "<img src=y onerror=window.__xss=3>"
+MARKUP_USER = "team/<img src=y onerror=window.__xss=3> é"  # a slash, markup, a space, non-ASCII
 BOB_SECRET = "Bob's only note: the boat is called Heron."
 
 
@@ -280,6 +280,10 @@ def test_stored_markup_is_shown_as_text_and_never_runs(page):
     assert MARKUP_USER in texts(page, "#users li button")
     page.find_element(By.ID, "query").send_keys("onerror script window", Keys.ENTER)
     wait(page, lambda d: any(XSS_IMG in hit for hit in contents(d, "hits")), "the markup among the hits")
+    assert page.execute_script("return document.querySelectorAll('main img, main script').length") == 0
+    open_user(page, MARKUP_USER)  # its id travels in the path, percent-encoded
+    assert contents(page, "messages") == ["A user whose id is markup."]
+    assert page.find_element(By.ID, "user-id").text == MARKUP_USER
     assert page.execute_script("return document.querySelectorAll('main img, main script').length") == 0
     assert page.execute_script("return window.__xss") is None
 
