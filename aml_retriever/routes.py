@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from aml_retriever import exchange
 from aml_retriever.errors import InvalidField, NotFound
 from aml_retriever.lifecycle import NotProposed, Statements
 from aml_retriever.listing import Listing, absent
@@ -148,6 +149,11 @@ def _reject(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
     return {"success": True, "id": f"m{message_id}", "rejected": True}
 
 
+def _export(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    """NDJSON of the Add bodies that rebuild the user (exchange.py); empty for an unknown user."""
+    return Raw(exchange.export_bytes(_service(h).store, _user(params)), "application/x-ndjson")
+
+
 # Every route, one row per method of a path template. A path that matches a template but not
 # its method is a 405 naming the template's methods; one that matches none is a 404.
 ROUTES: tuple[Route, ...] = (
@@ -165,6 +171,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/users/{user_id}/messages/{id}", "DELETE", _forget),
     Route("/users/{user_id}/messages/{id}/confirm", "POST", _confirm),
     Route("/users/{user_id}/messages/{id}/reject", "POST", _reject),
+    Route("/users/{user_id}/export", "GET", _export),
 )
 # The one path served without a key: load balancers and platforms probe it.
 OPEN_PATH = "/health"

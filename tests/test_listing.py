@@ -232,13 +232,17 @@ def test_users_are_listed_once_each_while_users_arrive_and_change(app, client):
 
 
 def test_a_deleted_user_is_no_longer_listed(client):
-    client.add("stays", "r1", ["kept"])
     client.add("goes", "r1", ["gone soon"])
+    client.add("stays", "r1", ["kept"])
     assert {u["user_id"] for u in client.request("GET", "/users").body["users"]} == {"stays", "goes"}
     assert client.request("DELETE", "/users/goes").status == 200
     assert [u["user_id"] for u in client.request("GET", "/users").body["users"]] == ["stays"]
-    client.add("goes", "r1", ["back again"])  # a user who adds again is listed again
-    assert {u["user_id"] for u in client.request("GET", "/users").body["users"]} == {"stays", "goes"}
+    client.add("goes", "r1", ["back again"])  # a user who adds again is listed again, as new
+    listed = client.request("GET", "/users").body["users"]
+    assert [(u["user_id"], u["messages"]) for u in listed] == [("goes", 1), ("stays", 1)]
+    client.add("stays", "r2", ["more", "and more"])
+    assert [(u["user_id"], u["messages"]) for u in client.request("GET", "/users").body["users"]] \
+        == [("goes", 1), ("stays", 3)]  # counts are read fresh
 
 
 def test_deletion_leaves_no_trace_of_the_users_name_in_its_file(app, client):

@@ -121,3 +121,34 @@ def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
     rejected = c.request("GET", "/users/alice/messages?status=proposed").body["messages"][0]["id"]
     assert_documented("/users/{user_id}/messages/{id}/reject", "post",
                       c.request("POST", f"/users/alice/messages/{rejected}/reject"))
+
+
+def test_every_line_of_a_real_export_matches_the_document(make_app):
+    import http.client
+
+    from conftest import Client
+
+    from aml_retriever.lifecycle import Statements
+
+    app = make_app(api_key="k")
+    c = Client(app.port, api_key="k")
+    add = json.loads((ROOT / "fixtures" / "add_multilingual.json").read_text())
+    c.post("/add", add)
+    statements = Statements(app.service, "example-user", "mcp")
+    old = statements.remember("s2", "The user lives in Paris", "fact")
+    statements.update("s2", int(old.statement["id"][1:]), "The user lives in Lyon")
+    statements.remember("s2", "The user likes tea", "fact", origin="agent")
+    conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+    conn.request("GET", "/users/example-user/export", headers={"X-Api-Key": "k"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert set(SPEC["paths"]["/users/{user_id}/export"]["get"]["responses"]["200"]["content"]) \
+        == {response.getheader("Content-Type")}
+    lines = [json.loads(line) for line in response.read().decode().splitlines()]
+    conn.close()
+    validator = jsonschema.Draft202012Validator({"$ref": "#/components/schemas/ExportLine",
+                                                 "components": SPEC["components"]})
+    assert len(lines) == 4
+    for line in lines:
+        validator.validate(line)
+    assert_documented("/users/{user_id}/export", "get", c.request("GET", "/users/%20/export"))  # 400
