@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Raw:
-    """An answer that is not a JSON object (the NDJSON of an export, the metrics' text)."""
+    """An answer that is not a JSON object (the NDJSON of an export, the metrics' text, a file
+    of the inspector page; no content type for a 304, which has no body)."""
 
     data: bytes
-    content_type: str
+    content_type: str | None
 
 
 Answer = dict[str, Any] | Raw

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from aml_retriever import __version__, logs
+from aml_retriever import __version__, inspector, logs
 from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
@@ -46,7 +46,7 @@ from aml_retriever.errors import (
     internal_error_body,
 )
 from aml_retriever.metrics import Metrics
-from aml_retriever.routes import OPEN_PATH, UNQUEUED, Raw, Route, resolve
+from aml_retriever.routes import OPEN_PATH, UNQUEUED, Answer, Raw, Route, resolve
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
 from aml_retriever.validation import parse_json
@@ -186,21 +186,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.metrics.enter()
         self._in_flight = True
         try:
-            # Authenticate first, so a caller without the key learns nothing, not even which
-            # paths exist; /health alone is open.
-            if urlsplit(self.path).path != OPEN_PATH:
-                self._authenticate()
-            routes, params = resolve(self.path)
-            self._label = label = routes[0].label
-            route = next((r for r in routes if r.method == method), None)
-            if route is None:
-                allowed = tuple(r.method for r in routes)
-                raise MethodNotAllowed(f"{label} accepts {', '.join(allowed)}", allowed)
-            body = self._read_json() if route.body else None
-            if method == "POST" and not route.body:
-                self._discard_body()
-            with self.server.turn(route):
-                status, payload = 200, route.handler(self, body, params)
+            if inspector.serves(self.path):  # the page holds no data: no key, no turn at the service
+                self._label = inspector.LABEL
+                page = inspector.answer(self.path, method, self.headers.get("If-None-Match"))
+                status, payload, headers = page.status, Raw(page.body, page.content_type), page.headers
+            else:
+                status, payload = 200, self._route(method)
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
@@ -213,6 +204,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send_json(status, payload, headers)
         finally:
             self._log(status)
+
+    def _route(self, method: str) -> Answer:
+        """The answer of the route a request names. Authenticated first, so a caller without the
+        key learns nothing, not even which paths exist; /health (and the page) alone are open."""
+        if urlsplit(self.path).path != OPEN_PATH:
+            self._authenticate()
+        routes, params = resolve(self.path)
+        self._label = label = routes[0].label
+        route = next((r for r in routes if r.method == method), None)
+        if route is None:
+            allowed = tuple(r.method for r in routes)
+            raise MethodNotAllowed(f"{label} accepts {', '.join(allowed)}", allowed)
+        body = self._read_json() if route.body else None
+        if method == "POST" and not route.body:
+            self._discard_body()
+        with self.server.turn(route):
+            return route.handler(self, body, params)
 
     def _count(self, status: int, body_bytes: int) -> logs.Access:
         """Count this answer, once: just before it is written, so that a client that has read it
@@ -285,7 +293,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
                    "application/json; charset=utf-8", headers)
 
-    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
+    def _send(self, status: int, data: bytes, content_type: str | None, headers: dict[str, str]) -> None:
         # An error before the body was read leaves unread bytes on the connection: close it. So
         # does a body sent with another method, which is never read: left on the connection it
         # would be parsed as the next request (a proxy in front would count one request, not two).
@@ -300,9 +308,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.server.stopping:
             self.close_connection = True
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        if status != 304:  # a 304 has no body, and its length would have to be the page's
+            self.send_header("Content-Length", str(len(data)))
+        if "Cache-Control" not in headers:
+            self.send_header("Cache-Control", "no-store")
         self.send_header(logs.REQUEST_ID_HEADER, self.request_id)
         for name, value in headers.items():
             self.send_header(name, value)
