@@ -149,11 +149,22 @@ def load_many(paths: Iterable[str | Path]) -> list[Conversation]:
     return out
 
 
+# What a missing or empty --replay path is told to run first.
+MAKE_FILES = ("write some with `python3 scripts/run_eval.py --suite mixed --scale small --seeds 1 "
+              "--write-data DIR` (synthetic) or `python3 scripts/prepare_public_data.py --locomo "
+              "PATH --out DIR` (public data)")
+
+
 def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
+        if not path.exists():
+            raise ValueError(f"{raw}: no such file or directory; {MAKE_FILES}")
         if path.is_dir():
-            yield from sorted(path.glob("*.json"))
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise ValueError(f"{raw}: no *.json replay or dataset files in it; {MAKE_FILES}")
+            yield from found
         else:
             yield path
 
