@@ -160,7 +160,7 @@ BENCHES = (
                         "--reopen-rounds", "1"), (), isolation_rows),
     Bench("footprint", ("--sizes", f"10000,{QUICK_OTHERS}", "--searches", "200",
                         "--rss-requests", "1000"), (), footprint_rows),
-    Bench("add", ("--adds", "200"), (), add_rows),
+    Bench("add", ("--adds", "200", "--length-adds", "10"), (), add_rows),
     Bench("http", ("--users", "4", "--user-messages", "500", "--seconds", "2", "--queries", "50",
                    "--rounds", "2"), (), http_rows),
     Bench("lifecycle", ("--statements", "500", "--messages", "2000", "--queries", "50",
