@@ -8,7 +8,8 @@ footprint), with one work directory for all of them:
 
 - bench_search.py     Search p50 vs one FTS5 query, users of 1k/10k/100k in a 1M-message store
 - bench_isolation.py  a user's Search alone vs among 1M messages of other users
-- bench_add.py        in-process Add throughput vs raw SQLite inserts of the same messages
+- bench_add.py        in-process Add throughput vs raw SQLite inserts of the same messages,
+                      and by message length (10 to 1,000 words)
 - bench_http.py       the real server: HTTP overhead, Search/Add/mix throughput with 1/4/16 clients
 - bench_footprint.py  bytes per message, Search over random users and server RSS at 10k/100k/1M
 - bench_lifecycle.py  recall and Search with the lifecycle filters on vs bypassed
