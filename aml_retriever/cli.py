@@ -1,4 +1,5 @@
-"""The command line: `python3 -m aml_retriever <command>`. Parses, calls, prints.
+"""The command line: `python3 -m aml_retriever <command>`, or `aml-retriever <command>` once
+`pip install .` has put that console script on PATH. Parses, calls, prints.
 
 Exit codes: 0 success; 1 the command could not do its work (the reason on stderr: a refused
 setting, a store in use or written by another version); 2 a usage error (unknown command or flag,
@@ -38,6 +39,10 @@ MIN_PYTHON = (3, 11)
 # sizes the idle files from what is left: at 256 it keeps 46 open).
 MIN_OPEN_FILES = 256
 EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr), 2 usage error"
+# How help names the program: as started from a checkout, or as the console script that
+# `pip install .` makes (pyproject.toml's [project.scripts] calls `console`).
+MODULE_PROG = "python3 -m aml_retriever"
+CONSOLE_PROG = "aml-retriever"
 
 
 def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
@@ -80,8 +85,8 @@ def _memory_roots(parser: argparse.ArgumentParser) -> None:
                              f"user data directory, here {default_global_root()})")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m aml_retriever",
+def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Evidence-first memory retriever for LLM agents.",
                                      epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"aml_retriever {__version__}")
@@ -220,11 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
                      "free space on its disk and the open-file limit. Exits 1 with one line per "
                      "problem.", "python3 -m aml_retriever check --db ./aml.db")
     check.add_argument("--db", help="a store to check as well (never created or changed)")
+    for command in commands.choices.values():  # examples written as `python3 -m ...` name this prog
+        command.epilog = (command.epilog or "").replace(MODULE_PROG, prog)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def console() -> int:
+    """The `aml-retriever` console script: the same commands, its own name in help and usage."""
+    return main(prog=CONSOLE_PROG)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = MODULE_PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
