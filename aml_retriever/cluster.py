@@ -18,7 +18,10 @@
 `serve` on a loopback port of its own and the settings file given, waits for every /health, then
 starts HAProxy (or reloads it, seamlessly, when its configuration changed). Settings come from
 the file and the AML_* environment, as for `serve`; the router's body limit and timeouts follow
-them. Exit codes: 0 done, 1 could not do it (one line on stderr), 2 usage error.
+them. A shard whose host in cluster.json is not loopback (written there by hand) runs on another
+machine: `start` waits for its /health and routes to it, but starts and stops only local ones,
+and `move` refuses (it copies user files between stores it opens). Exit codes: 0 done, 1 could
+not do it (one line on stderr), 2 usage error.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 from aml_retriever.errors import AmlError, ClusterError
 from aml_retriever.haproxy import RouterPaths, Runtime, Shard, render, version
 from aml_retriever.mover import Cluster, move
+from aml_retriever.server import is_loopback
 from aml_retriever.settings import Config, load
 from aml_retriever.sharding import HOLD, placement, read_map, write_map
 
@@ -131,9 +135,8 @@ def start(layout: Layout, shards: int | None, port: int | None, host: str,
         write_map(layout.router.map, placement(spec.names))
     started = [(shard, _start_shard(layout, spec, shard)) for shard in spec.shards]
     for shard, process in started:  # started together, waited for in turn
-        if process is not None:
-            _wait_healthy(shard.host, shard.port, f"{shard.name} (log: {layout.log(shard.name)})",
-                          process)
+        _wait_healthy(shard.host, shard.port, f"{shard.name} (log: {layout.log(shard.name)})"
+                      if is_loopback(shard.host) else f"{shard.name} at {shard.address}", process)
     _start_router(layout, spec, settings)
     return {"router": f"http://{spec.host}:{spec.port}",
             "shards": {s.name: f"http://{s.host}:{s.port}" for s in spec.shards}}
@@ -166,8 +169,9 @@ def _free_port() -> int:
 
 
 def _start_shard(layout: Layout, spec: Spec, shard: Shard) -> subprocess.Popen[bytes] | None:
-    """Start a shard's server unless it runs; the process started, if one was."""
-    if _running(layout.pid(shard.name), b"aml_retriever"):
+    """Start a shard's server unless it runs; the process started, if one was. A shard on
+    another machine (cluster.json written by hand) is started there, not here."""
+    if not is_loopback(shard.host) or _running(layout.pid(shard.name), b"aml_retriever"):
         return None
     store = layout.store(shard.name)
     store.parent.mkdir(parents=True, exist_ok=True)
@@ -275,6 +279,10 @@ def _get(host: str, port: int, path: str, key: str | None, timeout: float) -> tu
 def move_users(layout: Layout, shards: int, batch: int) -> dict[str, Any]:
     """Move users so that the first `shards` shards of the cluster hold them."""
     cluster, names = mover_cluster(layout)
+    remote = sorted(set(names) - set(cluster.stores))
+    if remote:
+        raise ClusterError(f"{remote[0]} is not on this machine: the mover copies user files "
+                           "between stores it opens", "shards")
     if not 1 <= shards <= len(names):
         raise ClusterError(f"--shards must be from 1 to the cluster's {len(names)} (start new "
                            "shards first: cluster.sh start --shards N)", "shards")
@@ -286,7 +294,7 @@ def mover_cluster(layout: Layout) -> tuple[Cluster, list[str]]:
     spec = Spec.read(_existing(layout).spec)
     settings = load(None, spec.config_file)
     cluster = Cluster(
-        stores={s.name: layout.store(s.name) for s in spec.shards},
+        stores={s.name: layout.store(s.name) for s in spec.shards if is_loopback(s.host)},
         map_path=layout.router.map, runtime=Runtime(layout.router.socket),
         release=lambda: _signal_shards(layout, spec, signal.SIGUSR1),
         # The servers close their idle files at their next checkpoint tick.

@@ -12,6 +12,7 @@ footprint), with one work directory for all of them:
 - bench_http.py       the real server: HTTP overhead, Search/Add/mix throughput with 1/4/16 clients
 - bench_footprint.py  bytes per message, Search over random users and server RSS at 10k/100k/1M
 - bench_lifecycle.py  recall and Search with the lifecycle filters on vs bypassed
+- bench_cluster.py    shards behind HAProxy: Search/Add throughput on 1 vs 2 shards, added latency
 
 then reads their JSON results and writes `bench_out/summary.md`: each target, the measured value
 and the verdict. `--quick` runs every benchmark at small sizes (a smoke run of a few minutes; its
@@ -136,6 +137,19 @@ def footprint_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def cluster_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("shards behind HAProxy", f"not measured: {r['skipped']}", "PASS (not judged)")]
+    p, added, ratios, v = r["params"], r["added_ms"], r["ratios"], r["verdicts"]
+    rows = [(f"HAProxy adds <= {p['max_added_ms']:g} ms to a Search at p50",
+             f"{added['p50']:.2f} ms (p99 {added['p99']:.2f} ms)", _verdict(v["added_p50"]))]
+    for workload in ("search", "add"):
+        rows.append((f"{workload.capitalize()}s/s with {p['clients']} clients: 2 shards >= "
+                     f"{p['min_ratio']:g}x 1 shard", f"{ratios[workload]['median']:.2f}x",
+                     _verdict(v[f"{workload}_ratio"])))
+    return rows
+
+
 def lifecycle_rows(r: dict[str, Any]) -> list[Row]:
     p = r["params"]
     return [(f"{row['read']} with the lifecycle filters <= {p['max_ratio']:g}x bypassed "
@@ -156,6 +170,8 @@ BENCHES = (
                    "--rounds", "2"), (), http_rows),
     Bench("lifecycle", ("--statements", "500", "--messages", "2000", "--queries", "50",
                         "--rounds", "2"), (), lifecycle_rows),
+    Bench("cluster", ("--users", "4", "--user-messages", "500", "--seconds", "2", "--rounds", "1",
+                      "--queries", "50"), (), cluster_rows),
 )
 
 

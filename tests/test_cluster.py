@@ -324,6 +324,12 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
                                  headers={"Content-Type": "application/json"})
         assert refused.status == 413 and refused.body["error"]["code"] == "payload_too_large"
         assert refused.body["error"]["field"] == "body"
+        # A body within the limit whose headers leave it no room in HAProxy's buffer is refused
+        # whole, never routed on the part that fitted.
+        body = json.dumps({"user_id": "big", "query": "q" * (limit - 100)}).encode()
+        crowded = client.request("POST", "/search", raw=body, headers={
+            "Content-Type": "application/json", "X-Padding": "p" * 90_000})
+        assert crowded.status == 431 and "x-aml-shard" not in crowded.headers
         stats = client.request("GET", "/stats")
         assert stats.status == 404 and "cluster.sh stats" in stats.body["error"]["message"]
     finally:
@@ -576,7 +582,7 @@ def test_growing_to_four_shards_moves_a_quarter_and_a_stopped_move_resumes(runni
     leftovers = list(running.layout.root.glob("shard-*/aml.db.users/??/*.moving*"))
     assert leftovers == []
     assert running.search_all() == running.expected  # every result unchanged
-    for user in moved[:3]:  # the old shard keeps no byte of them (nor an emptied file)
+    for user in [u for u in moved if u in users][:3]:  # the old shard keeps no byte of them
         assert holding(running.layout.root, f"{user} keeps a kite named K{user}") == ["shard-3"]
     client = running.client()
     try:
