@@ -10,7 +10,7 @@
 
     cluster.json     the router's address, the shards (name, port) and the settings file
     haproxy.cfg      rendered from deploy/haproxy.cfg
-    buckets.map      the placement: bucket -> shard (changed only by `move`)
+    buckets.map      the placement: bucket -> shard (changed only by `move`; .lock: one at a time)
     haproxy.sock     HAProxy's runtime API;  haproxy.pid, haproxy.log (its start-up messages)
     shard-K/aml.db   shard K's store;  shard-K.pid, shard-K.log (its server's log)
 
@@ -45,7 +45,7 @@ from aml_retriever.haproxy import RouterPaths, Runtime, Shard, render, version
 from aml_retriever.mover import Cluster, move
 from aml_retriever.server import is_loopback
 from aml_retriever.settings import Config, load
-from aml_retriever.sharding import HOLD, placement, read_map, write_map
+from aml_retriever.sharding import HOLD, changing_map, placement, read_map, write_map
 
 SHARD_HOST = "127.0.0.1"
 # How long a server or the router may take to answer its first /health.
@@ -128,16 +128,18 @@ def start(layout: Layout, shards: int | None, port: int | None, host: str,
             raise ClusterError("a new cluster needs --shards and --port", "shards")
         spec = Spec(host, port, str(Path(config_file).resolve()) if config_file else None, [])
     settings = load(None, spec.config_file)
-    if shards is not None:
-        _resize(layout, spec, shards)
-    spec.write(layout.spec)
-    if not layout.router.map.exists():
-        write_map(layout.router.map, placement(spec.names))
-    started = [(shard, _start_shard(layout, spec, shard)) for shard in spec.shards]
-    for shard, process in started:  # started together, waited for in turn
-        _wait_healthy(shard.host, shard.port, f"{shard.name} (log: {layout.log(shard.name)})"
-                      if is_loopback(shard.host) else f"{shard.name} at {shard.address}", process)
-    _start_router(layout, spec, settings)
+    with changing_map(layout.router.map):  # never while users are being moved
+        if shards is not None:
+            _resize(layout, spec, shards)
+        spec.write(layout.spec)
+        if not layout.router.map.exists():
+            write_map(layout.router.map, placement(spec.names))
+        started = [(shard, _start_shard(layout, spec, shard)) for shard in spec.shards]
+        for shard, process in started:  # started together, waited for in turn
+            _wait_healthy(shard.host, shard.port, f"{shard.name} (log: {layout.log(shard.name)})"
+                          if is_loopback(shard.host) else f"{shard.name} at {shard.address}",
+                          process)
+        _start_router(layout, spec, settings)
     return {"router": f"http://{spec.host}:{spec.port}",
             "shards": {s.name: f"http://{s.host}:{s.port}" for s in spec.shards}}
 

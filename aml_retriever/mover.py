@@ -42,6 +42,7 @@ from aml_retriever.sharding import (
     BUCKETS,
     HOLD,
     bucket_of_file,
+    changing_map,
     fsync_directory,
     placement,
     read_map,
@@ -59,6 +60,9 @@ DRAIN_TIMEOUT_S = 90.0
 # A source written again after it was copied (a request its client gave up on, finished late)
 # is copied again, at most this many times, before the move stops.
 COPY_ATTEMPTS = 3
+# Times the servers are asked to close their idle files before an emptied file still open is
+# left for a later move (a server busy with requests may take longer than one tick to do it).
+RELEASE_ATTEMPTS = 3
 # The byte of a WAL file's shared-memory file on which every process that has the database open
 # holds a read lock (SQLite's os_unix.c: UNIX_SHM_DMS, (22 + 8) * 4 + 8).
 SHM_DMS_BYTE = 128
@@ -95,7 +99,11 @@ class Report:
 def move(cluster: Cluster, shards: Sequence[str], progress: Progress | None = None,
          batch: int = BATCH_BUCKETS) -> Report:
     """Move users until the bucket map is the placement of `shards`; the report of what moved."""
-    tell = progress or (lambda event, detail: None)
+    with changing_map(cluster.map_path):
+        return _move(cluster, shards, progress or (lambda event, detail: None), batch)
+
+
+def _move(cluster: Cluster, shards: Sequence[str], tell: Progress, batch: int) -> Report:
     unknown = sorted(set(shards) - set(cluster.stores))
     if unknown:
         raise ClusterError(f"{unknown[0]} is not a shard of this cluster", "shards")
@@ -372,15 +380,20 @@ def _leftovers(stores: Mapping[str, Store], current: Mapping[int, str],
 def _remove_leftovers(cluster: Cluster, removable: Sequence[tuple[str, Path]], report: Report,
                       tell: Progress) -> None:
     """Remove emptied files no server holds open (after asking them to close their idle ones)."""
-    if not removable:
-        return
-    cluster.release()
-    time.sleep(cluster.settle_s)
-    for shard, path in removable:
-        if _remove_unused(path):
-            report.files_removed += 1
-        else:
-            report.left_open.append(f"{shard}:{path.stem}")
+    left = list(removable)
+    for _ in range(RELEASE_ATTEMPTS):
+        if not left:
+            break
+        cluster.release()
+        time.sleep(cluster.settle_s)
+        still_open = []
+        for shard, path in left:
+            if _remove_unused(path):
+                report.files_removed += 1
+            else:
+                still_open.append((shard, path))
+        left = still_open
+    report.left_open = [f"{shard}:{path.stem}" for shard, path in left]
     tell("removed", {"files": report.files_removed, "left_open": len(report.left_open)})
 
 

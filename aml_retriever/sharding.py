@@ -15,11 +15,14 @@ whose hash with it is highest. Adding a shard moves only the buckets the new sha
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from aml_retriever.errors import ClusterError
 from aml_retriever.store import shard_name
 
 # Buckets in all: fixed for the life of a cluster (the map has one line each). 1,024 spreads
@@ -101,5 +104,21 @@ def fsync_directory(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def changing_map(path: Path) -> Iterator[None]:
+    """Hold the right to change a cluster's placement (move users, reload the router with other
+    shards) for the block; a second holder is refused at once, not made to wait."""
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ClusterError("another move (or a start changing the shards) is running on this "
+                               "cluster; wait for it to finish", "dir") from None
+        yield
     finally:
         os.close(fd)

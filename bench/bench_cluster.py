@@ -45,6 +45,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import socket
 import statistics
 import sys
 import threading
@@ -331,8 +332,6 @@ def judge(report: dict[str, Any], args: argparse.Namespace, loadavg_start: float
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

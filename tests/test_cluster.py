@@ -36,7 +36,15 @@ from aml_retriever.errors import ClusterError
 from aml_retriever.evaluation import synthetic
 from aml_retriever.evaluation.dataset import with_prefix
 from aml_retriever.haproxy import version
-from aml_retriever.sharding import BUCKETS, HOLD, bucket_of, bucket_of_file, placement, read_map
+from aml_retriever.sharding import (
+    BUCKETS,
+    HOLD,
+    bucket_of,
+    bucket_of_file,
+    changing_map,
+    placement,
+    read_map,
+)
 from aml_retriever.store import shard_name
 
 
@@ -573,6 +581,8 @@ def test_growing_to_four_shards_moves_a_quarter_and_a_stopped_move_resumes(runni
     report = cluster_sh("move", "--dir", str(running.layout.root), "--shards", "4")
     assert running.buckets() == placement(GROWN)
     assert report["unexpected_files"] == []
+    # The moved users' emptied files are gone: the shards closed them when asked (SIGUSR1).
+    assert report["files_removed"] > 0 and report["emptied_files_left_open"] == 0
     moved = [u for u in running.users if running.shard_of(u) != before[u]]
     assert 0.15 < len(moved) / len(running.users) < 0.35  # about a quarter
     assert all(running.shard_of(u) == "shard-3" for u in moved)
@@ -608,6 +618,11 @@ def test_shrinking_back_to_three_shards_moves_the_fourth_shards_users_back(runni
                              capture_output=True, text=True, timeout=180)
     assert refused.returncode == 1 and "still hold users" in refused.stderr
     assert refused.stderr.count("\n") == 1  # one line, no traceback
+    with changing_map(running.layout.router.map):  # as if another move were running
+        racing = subprocess.run([str(CLUSTER_SH), "move", "--dir", root, "--shards", "3"],
+                                capture_output=True, text=True, timeout=180)
+    assert racing.returncode == 1 and "another move" in racing.stderr
+    assert running.buckets() == placement(GROWN)
     report = cluster_sh("move", "--dir", root, "--shards", "3")
     assert report["buckets_moved"] == list(placement(GROWN).values()).count("shard-3")
     assert running.buckets() == placement(SHARDS)
