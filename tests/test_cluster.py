@@ -327,21 +327,45 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
         assert health.status == 200 and health.body == {"status": "ok", "version": "0.1.0"}
         assert "server" not in health.headers  # HAProxy's own answer
         limit = 1_048_576  # max_body_bytes, the servers' default
-        body = json.dumps({"user_id": "big", "query": "q" * (limit + 1)}).encode()
-        refused = client.request("POST", "/search", raw=body,
-                                 headers={"Content-Type": "application/json"})
-        assert refused.status == 413 and refused.body["error"]["code"] == "payload_too_large"
-        assert refused.body["error"]["field"] == "body"
+        for size in (limit + 1, 4 * limit):  # a shard refuses it, and the client reads why
+            body = json.dumps({"user_id": "big", "query": "q" * size}).encode()
+            refused = client.request("POST", "/search", raw=body,
+                                     headers={"Content-Type": "application/json"})
+            assert refused.status == 413 and refused.body["error"]["code"] == "payload_too_large"
+            assert refused.body["error"]["field"] == "body"
+            assert refused.headers["server"].startswith("aml_retriever")
         # A body within the limit whose headers leave it no room in HAProxy's buffer is refused
         # whole, never routed on the part that fitted.
         body = json.dumps({"user_id": "big", "query": "q" * (limit - 100)}).encode()
-        crowded = client.request("POST", "/search", raw=body, headers={
-            "Content-Type": "application/json", "X-Padding": "p" * 90_000})
-        assert crowded.status == 431 and "x-aml-shard" not in crowded.headers
+        crowded = answer_while_sending(running.port, (
+            b"POST /search HTTP/1.1\r\nHost: aml\r\nContent-Type: application/json\r\n"
+            b"X-Padding: " + b"p" * 90_000 + b"\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body))
+        assert crowded.startswith(b"HTTP/1.1 431") and b"x-aml-shard" not in crowded.lower()
         stats = client.request("GET", "/stats")
         assert stats.status == 404 and "cluster.sh stats" in stats.body["error"]["message"]
     finally:
         client.close()
+
+
+def answer_while_sending(port: int, request: bytes) -> bytes:
+    """The start of the answer to a request, read while it is still being sent (as a client
+    that reads an early refusal does)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+
+    def send() -> None:
+        try:
+            sock.sendall(request)
+        except OSError:  # refused before the end: what was read is the answer
+            pass
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        return sock.recv(65536)
+    finally:
+        sender.join()
+        sock.close()
 
 
 # ---- the synthetic suite -----------------------------------------------------------------------
