@@ -241,6 +241,11 @@ def _move_bucket(stores: Mapping[str, Store], files: Mapping[str, dict[int, list
     sources = [(shard, name) for shard, by_bucket in files.items() if shard != target
                for name in by_bucket.get(bucket, [])
                if not _empty(stores[shard], _path(stores[shard], name))]
+    names = [name for _, name in sources]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ClusterError(f"user file {twice} holds rows on two shards; which one is the user's "
+                           "cannot be told: move it by hand, then run the move again")
     copied: list[tuple[str, str, str, bool]] = []  # (source shard, name, digest, created)
     try:
         for shard, name in sources:

@@ -271,7 +271,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 "env": environment(loadavg_start)}
     root.mkdir(parents=True, exist_ok=True)
     settings = root / "settings.json"
-    settings.write_text(json.dumps({"api_key": API_KEY}))
+    settings.write_text(json.dumps({"api_key": API_KEY, **dict(args.setting)}))
     # Pre-loaded users first, then each round's Add clients: all new users, half on each shard.
     every = balanced_users(args.users + args.clients * args.rounds)
     users = every[:args.users]
@@ -357,7 +357,8 @@ def markdown(report: dict[str, Any]) -> str:
         "# User-sharded servers behind HAProxy: throughput and added latency",
         "",
         f"- HAProxy {report['haproxy']}, rendered from deploy/haproxy.cfg; shards: `serve` with "
-        f"default settings (synchronous=FULL, 16 workers, 2 active requests) and an API key",
+        f"default settings (synchronous=FULL, 16 workers, 2 active requests) and an API key"
+        + "".join(f", {name}={value}" for name, value in p["setting"]),
         f"- {p['users']} users x {p['user_messages']:,} messages pre-loaded through HAProxy, half "
         "on each shard of the 2-shard cluster; Searches top_k 10 about them; Adds of "
         f"{ADD_SIZE} messages, each client to a user of its own (half on each shard)",
@@ -397,6 +398,13 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    if not name or not value:
+        raise argparse.ArgumentTypeError("a setting is NAME=VALUE")
+    return name, value
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="bench_cluster.py", description="Measure shards behind HAProxy: Search and Add "
@@ -415,6 +423,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="pass when HAProxy adds at most this at p50")
     parser.add_argument("--min-ratio", type=float, default=1.6,
                         help="pass when 2 shards serve at least this times 1 shard")
+    parser.add_argument("--setting", action="append", default=[], type=_setting, metavar="NAME=VALUE",
+                        help="a server setting every shard runs with, e.g. synchronous=NORMAL "
+                             "(repeatable; the targets are judged at the defaults)")
     add_run_args(parser, "cluster", "where the clusters go (in a bench_cluster/ subdirectory)",
                  "keep the clusters' stores and logs")
     args = parser.parse_args(argv)
