@@ -143,8 +143,8 @@ def cluster_rows(r: dict[str, Any]) -> list[Row]:
     p, added, ratios, v = r["params"], r["added_ms"], r["ratios"], r["verdicts"]
     rows = [(f"HAProxy adds <= {p['max_added_ms']:g} ms to a Search at p50",
              f"{added['p50']:.2f} ms (p99 {added['p99']:.2f} ms)", _verdict(v["added_p50"]))]
-    for workload in ("search", "add"):
-        rows.append((f"{workload.capitalize()}s/s with {p['clients']} clients: 2 shards >= "
+    for workload, label in (("search", "Searches"), ("add", "Adds")):
+        rows.append((f"{label}/s with {p['clients']} clients: 2 shards >= "
                      f"{p['min_ratio']:g}x 1 shard", f"{ratios[workload]['median']:.2f}x",
                      _verdict(v[f"{workload}_ratio"])))
     return rows
