@@ -87,6 +87,9 @@ class App:
         """Serve in this thread until SIGTERM or SIGINT, then stop gracefully."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: threading.Thread(target=self.server.shutdown).start())
+        # Close the idle user files at the next checkpoint tick: the mover asks before it
+        # removes the files of users moved to another shard (mover.py).
+        signal.signal(signal.SIGUSR1, lambda *_: self.checkpointer.release.set())
         self._start_helpers()
         log.info("serving on %s (store %s)", self.url, self.config.db_path)
         self.server.serve_forever(poll_interval=0.2)

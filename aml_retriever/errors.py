@@ -109,6 +109,14 @@ class StoreError(AmlError):
     code = "store_unavailable"
 
 
+class ClusterError(AmlError):
+    """The cluster tools could not do what was asked: the router (HAProxy) is missing or refused
+    a command, a shard did not start, or a move of users stopped (cluster.py, mover.py)."""
+
+    status = 500
+    code = "cluster_error"
+
+
 def error_body(error: AmlError) -> dict[str, Any]:
     """The JSON shape of every error answer: {"error": {"code", "message", "field"}}."""
     return {"error": {"code": error.code, "message": error.message, "field": error.field}}

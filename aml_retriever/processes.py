@@ -11,6 +11,7 @@ locks serialise the writers of one user file (an Add's idempotency check and ins
 
 The parent only supervises: SIGTERM or SIGINT is passed to every process, each stops gracefully
 (requests in flight finish), and the parent exits with 0 when all have, 1 when one failed.
+SIGUSR1 (close the idle user files, for the mover) is passed on too.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def serve_processes(config: Config) -> int:
             except ProcessLookupError:
                 pass
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, forward)
     failed = False
     for child in children:

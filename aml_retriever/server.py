@@ -605,16 +605,21 @@ def is_loopback(host: str) -> bool:
 
 
 class Checkpointer(threading.Thread):
-    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds."""
+    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds, and
+    closes the idle user files when asked (`release`, set on SIGUSR1 by the mover)."""
 
     def __init__(self, store: Any, interval: float) -> None:
         super().__init__(name="aml-checkpointer", daemon=True)
         self.store, self.interval = store, interval
         self.stop_event = threading.Event()
+        self.release = threading.Event()
 
     def run(self) -> None:
         while not self.stop_event.wait(self.interval):
             try:
                 self.store.checkpoint_dirty()
+                if self.release.is_set():
+                    self.release.clear()
+                    self.store.release_idle()
             except Exception as exc:  # retried on the next tick
                 errors_log.warning("checkpoint failed: %s", type(exc).__name__)

@@ -229,15 +229,7 @@ class MemoryService:
             if conn is None:
                 return False
             with self.store.write(conn):
-                for table in removed:
-                    removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                    conn.execute(f"DELETE FROM {table}")
-                for table in ("speakers", "removals", "tombstones"):
-                    conn.execute(f"DELETE FROM {table}")
-                conn.execute("DELETE FROM meta WHERE key = 'user_id'")
-                for index in INDEXES:
-                    conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-                audit.erase(conn)
+                removed.update(erase_user_rows(conn))
             self.store.checkpoint(conn)
         return True
 
@@ -483,3 +475,34 @@ def _counts(path: Path) -> tuple[int, int, int]:
                             "sessions), (SELECT count(*) FROM requests)").fetchone()
     finally:
         conn.close()
+
+
+# The tables of a user file that hold anything of the user (the rest is schema and settings).
+USER_TABLES = ("messages", "requests", "sessions", "views", "speakers", "removals", "tombstones",
+               "audit")
+# The ones a deletion reports counts of.
+COUNTED_TABLES = ("messages", "requests", "sessions", "views")
+
+
+def erase_user_rows(conn: sqlite3.Connection) -> dict[str, int]:
+    """Remove everything of the user from its file, inside the caller's write transaction: every
+    row, the index, the audit log and the key of its hashes (with secure_delete the freed pages
+    are zeroed). Returns the counts a deletion reports. Used by a deletion, and by the mover to
+    empty the file a user was copied from."""
+    removed = {}
+    for table in COUNTED_TABLES:
+        removed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        conn.execute(f"DELETE FROM {table}")
+    for table in ("speakers", "removals", "tombstones"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM meta WHERE key = 'user_id'")  # the file names its user (listing.py)
+    for index in INDEXES:
+        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
+    audit.erase(conn)
+    return removed
+
+
+def holds_nothing(conn: sqlite3.Connection) -> bool:
+    """Whether a user file is empty: never written, or emptied by a deletion or a move."""
+    return all(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+               for table in USER_TABLES)

@@ -411,6 +411,16 @@ class Store:
             self.shard_dir.mkdir()
             return removed
 
+    def release_idle(self) -> int:
+        """Close every idle connection (the leased ones stay with their threads), so that no
+        file is held open between requests: the mover removes a moved user's emptied file only
+        once no server has it open (a connection to a file unlinked and made again under the
+        same name would, when closed, remove the new file's WAL). Returns how many closed."""
+        idle = self._idle.take_all()
+        for conn in idle:
+            self._close(conn)
+        return len(idle)
+
     def close(self) -> None:
         """Close every connection; call only when no thread still uses them."""
         self._idle.clear()
@@ -496,6 +506,12 @@ class _Pool:
     def clear(self) -> None:
         with self._lock:
             self._idle.clear()
+
+    def take_all(self) -> list[sqlite3.Connection]:
+        with self._lock:
+            conns = list(self._idle.values())
+            self._idle.clear()
+        return conns
 
     def drop(self, path: Path, close: Callable[[sqlite3.Connection], None]) -> None:
         """Close every idle connection to one file."""

@@ -14,6 +14,7 @@ footprint), with one work directory for all of them:
 - bench_footprint.py  bytes per message, Search over random users and server RSS at 10k/100k/1M
 - bench_lifecycle.py  recall and Search with the lifecycle filters on vs bypassed
 - bench_long.py       top_k 100 Search and Adds of long messages vs one FTS5 query and a naive service
+- bench_cluster.py    shards behind HAProxy: Search/Add throughput on 1 vs 2 shards, added latency
 
 then reads their JSON results and writes `bench_out/summary.md`: each target, the measured value
 and the verdict. `--quick` runs every benchmark at small sizes (a smoke run of a few minutes; its
@@ -140,6 +141,19 @@ def footprint_rows(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def cluster_rows(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [("shards behind HAProxy", f"not measured: {r['skipped']}", "PASS (not judged)")]
+    p, added, ratios, v = r["params"], r["added_ms"], r["ratios"], r["verdicts"]
+    rows = [(f"HAProxy adds <= {p['max_added_ms']:g} ms to a Search at p50",
+             f"{added['p50']:.2f} ms (p99 {added['p99']:.2f} ms)", _verdict(v["added_p50"]))]
+    for workload, label in (("search", "Searches"), ("add", "Adds")):
+        rows.append((f"{label}/s with {p['clients']} clients: 2 shards >= "
+                     f"{p['min_ratio']:g}x 1 shard", f"{ratios[workload]['median']:.2f}x",
+                     _verdict(v[f"{workload}_ratio"])))
+    return rows
+
+
 def lifecycle_rows(r: dict[str, Any]) -> list[Row]:
     p = r["params"]
     return [(f"{row['read']} with the lifecycle filters <= {p['max_ratio']:g}x bypassed "
@@ -167,6 +181,8 @@ BENCHES = (
     Bench("lifecycle", ("--statements", "500", "--messages", "2000", "--queries", "50",
                         "--rounds", "2"), (), lifecycle_rows),
     Bench("long", ("--quick",), ("--sizes", "1000,10000,100000"), long_rows),
+    Bench("cluster", ("--users", "4", "--user-messages", "500", "--seconds", "2", "--rounds", "1",
+                      "--queries", "50"), (), cluster_rows),
 )
 
 

@@ -57,4 +57,17 @@ if ! "$PYTHON" -c 'import selenium' 2>/dev/null; then
     || echo "could not install selenium: the browser tests will be skipped" >&2
 fi
 
+# HAProxy (2.6 or later) routes the cluster tests (tests/test_cluster.py). Installed with apt-get when
+# missing and this runs as root; otherwise those tests skip and say why.
+if ! command -v haproxy >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing the test-only router: haproxy" >&2
+    { apt-get install -y -q haproxy >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q haproxy >/dev/null 2>&1; }; } \
+      || echo "could not install haproxy: the cluster tests will be skipped" >&2
+  else
+    echo "haproxy is not installed (and this is not root with apt-get): the cluster tests will be skipped" >&2
+  fi
+fi
+
 exec "$PYTHON" -m pytest "$@"
