@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from aml_retriever.errors import StoreError
+from aml_retriever.metrics import Metrics, Peers, Publisher, StoreScan
 from aml_retriever.server import AmlHTTPServer, Checkpointer, is_loopback
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
@@ -30,7 +31,10 @@ STOP_GRACE_S = 5.0
 class App:
     """A running service: started by `start()`, stopped by `stop()` (idempotent)."""
 
-    def __init__(self, config: Config, listener: socket.socket | None = None) -> None:
+    def __init__(self, config: Config, listener: socket.socket | None = None, process: int = 0,
+                 peers: Peers | None = None) -> None:
+        """`process` numbers this server among those of `serve --processes N`, which show each
+        other their metrics through `peers`."""
         if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
             raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
                              "or pass --allow-unauthenticated to expose it anyway", "host")
@@ -46,8 +50,16 @@ class App:
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None)
-        self.server = AmlHTTPServer(config, self.service, max_connections=config.max_connections
+        self.metrics = Metrics(process)
+        self.metrics.store = StoreScan(self.service.stats)
+        self.store.on_checkpoint = self.metrics.checkpointed
+        self.server = AmlHTTPServer(config, self.service, self.metrics,
+                                    max_connections=config.max_connections
                                     or connection_cap(descriptors, idle, config), listener=listener)
+        self.publisher: Publisher | None = None
+        if peers is not None:
+            self.metrics.peers = peers
+            self.publisher = Publisher(self.metrics, peers)
         self.checkpointer = Checkpointer(self.store, config.checkpoint_interval)
         self._serving: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -64,7 +76,7 @@ class App:
 
     def start(self) -> App:
         """Serve in a background thread (tests, embedding)."""
-        self.checkpointer.start()
+        self._start_helpers()
         self._serving = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                          name="aml-acceptor", daemon=True)
         self._serving.start()
@@ -78,10 +90,15 @@ class App:
         # Close the idle user files at the next checkpoint tick: the mover asks before it
         # removes the files of users moved to another shard (mover.py).
         signal.signal(signal.SIGUSR1, lambda *_: self.checkpointer.release.set())
-        self.checkpointer.start()
+        self._start_helpers()
         log.info("serving on %s (store %s)", self.url, self.config.db_path)
         self.server.serve_forever(poll_interval=0.2)
         self.stop()
+
+    def _start_helpers(self) -> None:
+        self.checkpointer.start()
+        if self.publisher is not None:
+            self.publisher.start()
 
     def stop(self) -> None:
         """Stop accepting, finish requests in flight, checkpoint, close every file."""
@@ -94,9 +111,11 @@ class App:
             self._serving.join()
         self.server.server_close()
         self.server.drain(self.config.socket_timeout + STOP_GRACE_S)
-        self.checkpointer.stop_event.set()
-        if self.checkpointer.is_alive():
-            self.checkpointer.join()
+        for helper in (self.checkpointer, self.publisher):
+            if helper is not None:
+                helper.stop_event.set()
+                if helper.is_alive():
+                    helper.join()
         self.store.checkpoint_dirty()
         self.store.close()
         log.info("stopped")

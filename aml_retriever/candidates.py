@@ -82,6 +82,7 @@ class TermIndex:
         self.hides = hides  # whether timeline.HIDDEN_TABLE holds messages this read must not find
         self._df: dict[Term, int] = {}
         self._chosen: dict[tuple[Term, ...], list[Term]] = {}
+        self._holders: dict[str, frozenset[int]] = {}  # a word -> every message holding its stem
 
     @cached_property
     def size(self) -> int:
@@ -148,7 +149,15 @@ class TermIndex:
         found = self.conn.execute(sql, [*params, limit]).fetchall()
         if len(found) < limit and session_id is None and not self.hides:
             self._df.setdefault(term, len(found))  # every match was read: its count is known
+            if term.column == "words":
+                self._holders.setdefault(term.text, frozenset(rowid for rowid, _ in found))
         return found
+
+    def holders(self, word: str) -> frozenset[int] | None:
+        """Every message whose words column holds the word's stem, when a list of this Search
+        read them all (a word FTS5 finds in fewer messages than the list's depth); else None.
+        A message outside it cannot hold the word."""
+        return self._holders.get(word)
 
     def _doc_count(self, term: Term) -> int:
         """How many messages hold the term (FTS5's df for it)."""

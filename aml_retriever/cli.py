@@ -1,4 +1,5 @@
-"""The command line: `python3 -m aml_retriever <command>`. Parses, calls, prints.
+"""The command line: `python3 -m aml_retriever <command>`, or `aml-retriever <command>` once
+`pip install .` has put that console script on PATH. Parses, calls, prints.
 
 Exit codes: 0 success; 1 the command could not do its work (the reason on stderr: a refused
 setting, a store in use or written by another version); 2 a usage error (unknown command or flag,
@@ -18,11 +19,12 @@ import shutil
 import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__, audit
+from aml_retriever import __version__, audit, exchange, logs
+from aml_retriever.backup import backup
 from aml_retriever.errors import AmlError, InvalidField
 from aml_retriever.lifecycle import Statements
 from aml_retriever.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
@@ -37,6 +39,10 @@ MIN_PYTHON = (3, 11)
 # sizes the idle files from what is left: at 256 it keeps 46 open).
 MIN_OPEN_FILES = 256
 EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr), 2 usage error"
+# How help names the program: as started from a checkout, or as the console script that
+# `pip install .` makes (pyproject.toml's [project.scripts] calls `console`).
+MODULE_PROG = "python3 -m aml_retriever"
+CONSOLE_PROG = "aml-retriever"
 
 
 def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
@@ -79,8 +85,8 @@ def _memory_roots(parser: argparse.ArgumentParser) -> None:
                              f"user data directory, here {default_global_root()})")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m aml_retriever",
+def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Evidence-first memory retriever for LLM agents.",
                                      epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"aml_retriever {__version__}")
@@ -166,17 +172,52 @@ def build_parser() -> argparse.ArgumentParser:
     _read_store_options(history)
     history.add_argument("id", help="the statement or message id (m12, 12 or local:12)")
 
-    export = _command(commands, "export", "render a memory as a readable document",
-                      "Write one scope of an agent's memory as Markdown (MEMORY.md): its current "
-                      "statements, newest first, one a line with id, kind and time, the handoff "
-                      "first. Written only when asked; never read back as memory.",
-                      "python3 -m aml_retriever export --markdown --project-root . --out MEMORY.md")
-    export.add_argument("--markdown", action="store_true", required=True,
-                        help="Markdown, the one format (required, so later formats stay explicit)")
-    _memory_roots(export)
+    export = _command(commands, "export", "write a user's memory as NDJSON, or a memory as Markdown",
+                      "With --db: write one user's messages as the Add bodies that rebuild them, "
+                      "one JSON object a line (NDJSON), in the order the store took them, with their "
+                      "original request ids, sessions, roles, timestamps and lifecycle (`import` "
+                      "reads it back; see docs/API_CONTRACT.md). With --markdown: write one scope "
+                      "of an agent's memory as Markdown (MEMORY.md): its current statements, "
+                      "newest first, one a line with id, kind and time, the handoff first; never "
+                      "read back as memory.",
+                      "python3 -m aml_retriever export --db ./aml.db --user user-1 --out user-1.ndjson\n"
+                      "  python3 -m aml_retriever export --markdown --project-root . --out MEMORY.md")
+    form = export.add_mutually_exclusive_group(required=True)
+    form.add_argument("--db", help="NDJSON of one user of this store (an HTTP store's catalog, or "
+                                   "an agent memory DIR/.aml/memory.db)")
+    form.add_argument("--markdown", action="store_true",
+                      help="Markdown of an agent memory (needs --project-root)")
+    export.add_argument("--user", default=MEMORY_USER,
+                        help=f"with --db: the user_id (default {MEMORY_USER}: an agent memory's one user)")
+    export.add_argument("--project-root", help="with --markdown: the project whose local memory this is")
+    export.add_argument("--global-root",
+                        help="with --markdown: where the account's global memory lives (default: the "
+                             f"platform's user data directory, here {default_global_root()})")
     export.add_argument("--scope", choices=("local", "global"), default="local",
-                        help="which memory (default local)")
-    export.add_argument("--out", help="write to this file (default: standard output)")
+                        help="with --markdown: which memory (default local)")
+    export.add_argument("--out", help="write to this file (default: standard output); written whole "
+                                      "or not at all")
+
+    import_ = _command(commands, "import", "read a user's memory back from an NDJSON export",
+                       "Store every line of an export (one Add body a line) under its user, each "
+                       "line in one transaction, audited as `import` with actor cli. Idempotent: a "
+                       "request id the user has already, with the same payload, is a replay and "
+                       "changes nothing, so an import can be run again. Every line is checked "
+                       "before any is stored; a line that cannot be stored stops the import with an "
+                       "error naming it (the lines before it stay imported). Makes the store when "
+                       "it does not exist. Safe beside a running server.",
+                       "python3 -m aml_retriever import --db ./aml.db --in user-1.ndjson")
+    _store_options(import_)
+    import_.add_argument("--in", dest="in_file", required=True, metavar="FILE",
+                         help="the NDJSON file (as export writes it)")
+
+    backup_ = _command(commands, "backup", "copy the whole store, consistently, while it serves",
+                       "Copy the catalog and every user file into DIR (under the same names) through "
+                       "SQLite's backup API: each file as one committed state, whatever a running "
+                       "server writes meanwhile. Refuses a DIR that holds a store already.",
+                       "python3 -m aml_retriever backup --db ./aml.db --to ./backups/2026-08-05")
+    backup_.add_argument("--db", required=True, help="the store (its catalog, e.g. ./aml.db)")
+    backup_.add_argument("--to", required=True, metavar="DIR", help="where the copy goes")
 
     check = _command(commands, "check", "check this machine, and a store when --db is given",
                      "Check Python, SQLite and FTS5; with --db, also the store: the catalog and "
@@ -184,11 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
                      "free space on its disk and the open-file limit. Exits 1 with one line per "
                      "problem.", "python3 -m aml_retriever check --db ./aml.db")
     check.add_argument("--db", help="a store to check as well (never created or changed)")
+    for command in commands.choices.values():  # examples written as `python3 -m ...` name this prog
+        command.epilog = (command.epilog or "").replace(MODULE_PROG, prog)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def console() -> int:
+    """The `aml-retriever` console script: the same commands, its own name in help and usage."""
+    return main(prog=CONSOLE_PROG)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = MODULE_PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
@@ -219,8 +267,7 @@ def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.processes import serve_processes
 
     config = _settings(args)
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(config.log_level, config.log_format)
     try:
         if config.processes > 1:
             return serve_processes(config)
@@ -297,8 +344,7 @@ def _mcp(args: argparse.Namespace) -> int:
     from aml_retriever.mcp_server import serve_stdio
 
     config = _settings(args)
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(config.log_level, config.log_format)
     memory = _memory(args, config)
     logging.getLogger("aml_retriever.mcp").info(
         "serving MCP on stdio: local memory %s, global memory %s", memory.stores["local"],
@@ -368,15 +414,67 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    memory = _memory(args)
+    if args.markdown:
+        if not args.project_root:
+            print("error: export --markdown needs --project-root", file=sys.stderr)
+            return 2
+        memory = _memory(args)
+        try:
+            text = memory.markdown(args.scope)
+        finally:
+            memory.close()
+        with _output(args.out) as out:
+            out.write(text.encode("utf-8"))
+        return 0
+    parse_user({"user_id": args.user})
+    with _service(args) as service, _output(args.out) as out, \
+            closing(exchange.export(service.store, args.user)) as lines:
+        for line in lines:
+            out.write(exchange.ndjson(line))
+    return 0
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[Any]:
+    """Standard output, or a file written whole or not at all (a temporary file beside it is
+    renamed over it once everything is written)."""
+    if path is None:
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
     try:
-        text = memory.markdown(args.scope)
+        with partial.open("wb") as out:
+            yield out
+        os.replace(partial, target)
     finally:
-        memory.close()
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+        partial.unlink(missing_ok=True)
+
+
+def _import(args: argparse.Namespace) -> int:
+    given = {s.name: getattr(args, s.name, None) for s in SETTINGS if s.changes_index}
+    config = load({"db_path": args.db, **given}, args.config)
+    path = Path(args.in_file)
+    with path.open("rb") as checked:  # every line checked before any is stored
+        for _ in exchange.read_lines(checked):
+            pass
+    store = Store(config.db_path, retrieval=config.retrieval())
+    try:
+        importer = exchange.Importer(MemoryService(store, retrieval=config.retrieval()))
+        with path.open("rb") as lines:
+            for line in exchange.read_lines(lines):
+                importer.add(line)
+        store.checkpoint_dirty()
+    finally:
+        store.close()
+    _print({"success": True, **importer.counts})
+    return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    _require_store(args.db)
+    _print(backup(Path(args.db).absolute(), Path(args.to)))
     return 0
 
 
@@ -455,4 +553,5 @@ def _print(payload: dict[str, Any]) -> None:
 
 COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
             "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check,
-            "review": _review, "audit": _audit, "history": _history, "export": _export}
+            "review": _review, "audit": _audit, "history": _history, "export": _export,
+            "import": _import, "backup": _backup}

@@ -120,6 +120,9 @@ class ConnectionLoop:
         self._accept_paused = 0.0  # until when the listener is not watched (out of descriptors)
         self._started = threading.Event()
         self._stopped = threading.Event()
+        # Counted for GET /metrics, by this loop's thread alone (so without a lock).
+        self.accepted = 0
+        self.shed = {"cap": 0, "memory": 0}
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class ConnectionLoop:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.accepted += 1
             conn = Connection(sock, address)
             conn.deadline = conn.opened + self.timeout
             self._shed(room_for=1)
@@ -229,6 +233,7 @@ class ConnectionLoop:
                       key=lambda c: c.started or 0.0)
         for conn in (idle + slow)[:excess]:
             self._close(conn)
+            self.shed["cap"] += 1
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -255,6 +260,7 @@ class ConnectionLoop:
         if len(conn.buffer) > READ_CHUNK and self._over_budget():
             self._close(max((c for c in self._open.values() if not c.busy),
                             key=lambda c: len(c.buffer)))
+            self.shed["memory"] += 1
             if conn.sock not in self._open:
                 return
         self._hand_over_if_complete(conn)

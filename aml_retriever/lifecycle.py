@@ -34,7 +34,7 @@ from typing import Any
 
 from aml_retriever import audit
 from aml_retriever.dates import extract_dates
-from aml_retriever.errors import AmlError, InvalidField, NotFound
+from aml_retriever.errors import AmlError, NotFound
 from aml_retriever.service import MESSAGE_COLUMNS, MemoryService, Stamp, message_row
 from aml_retriever.timeline import withheld_changed
 from aml_retriever.validation import AddRequest, Message
@@ -60,6 +60,13 @@ class Replaced(AmlError):
 
     status = 409
     code = "replaced"
+
+
+class NotProposed(AmlError):
+    """A review names a statement that is not awaiting one (a person confirmed it already)."""
+
+    status = 409
+    code = "not_proposed"
 
 
 def dedup_form(content: str) -> str:
@@ -178,7 +185,7 @@ class Statements:
         """A person rejects a proposed statement: it is forgotten and leaves a tombstone."""
         row = self._existing(message_id)
         if row["trust"] == "confirmed":
-            raise InvalidField(f"{row['id']} is confirmed, not proposed; forget it instead", "id")
+            raise NotProposed(f"{row['id']} is confirmed, not proposed; forget it instead", "id")
         self.service.forget(self.user_id, [message_id], "reject", self.actor)
         return Outcome(row)
 

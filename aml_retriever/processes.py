@@ -24,6 +24,7 @@ import socket
 import sys
 from types import FrameType
 
+from aml_retriever.metrics import Peers
 from aml_retriever.settings import Config
 from aml_retriever.store import Store
 
@@ -55,14 +56,15 @@ def serve_processes(config: Config) -> int:
     listener = listen(config)
     log.info("serving on %s:%d with %d processes", config.host, listener.getsockname()[1],
              config.processes)
+    peers = Peers(config.processes)  # where they show each other their metrics (metrics.py)
     children = []
-    for _ in range(config.processes):
+    for process in range(config.processes):
         pid = os.fork()
         if pid == 0:  # a server process: nothing but its own server from here on
             _stop_with_parent()
             code = 1
             try:
-                App(config, listener=listener).run_forever()
+                App(config, listener=listener, process=process, peers=peers).run_forever()
                 code = 0
             except Exception:
                 log.exception("a server process failed")

@@ -19,7 +19,7 @@ from aml_retriever.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.query import QueryPlan
 from aml_retriever.scoring import RANKERS, Facts, Key
-from aml_retriever.signals import RetrievalConfig
+from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.store import rows_in
 from aml_retriever.timeline import CURRENT, ReadFilter, Visibility
 from aml_retriever.tokenizer import index_text, reading_words, words_of
@@ -100,26 +100,40 @@ class _Hits:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One fused list's part in a result's score (for `explain`): the result's 1-based rank in the
+    list (None when the list does not hold it), the list's weight, and its share of the score."""
+
+    signal: str
+    rank: int | None
+    weight: float
+    share: float
+
+
+@dataclass(frozen=True)
 class Result:
     candidate: Candidate
     score: float
     flags: tuple[str, ...]
+    parts: tuple[Part, ...] | None = None  # only when the Search asked to explain
 
 
 class Retrieval:
     """One Search over one user's file."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig,
-                 read: ReadFilter = CURRENT) -> None:
+                 read: ReadFilter = CURRENT, explain: bool = False) -> None:
         self.conn = conn
         self.config = config
         self.read = read
+        self.explain = explain  # each result carries its lists' parts in its score (`Part`)
         self.rows: dict[int, MessageRow] = {}
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
         self.words_returned: int | None = None  # the words packed, when a budget was given
         self._shared: dict[int, frozenset[str]] = {}  # message id -> the question's words it has
         self._wanted: frozenset[str] = frozenset()
         self._wanted_ascii: tuple[str, ...] = ()  # the question's ASCII words
+        self._stems: tuple[dict[int, tuple[str, ...]], tuple[str, ...]] | None = None
 
     @cached_property
     def visible(self) -> Visibility:
@@ -165,7 +179,9 @@ class Retrieval:
         contents = {m: row.content for m, row in self.rows.items()}
         # Messages that are candidates in their own right (a lexical, option or adjacency hit).
         own = {members[0] for view, members in candidates if view == "message"}
-        results = [Result(chosen, fused[original.key], flags.get(original.key, ()))
+        ranks = self._ranks(lists) if self.explain else None
+        results = [Result(chosen, fused[original.key], flags.get(original.key, ()),
+                          None if ranks is None else self._parts(original.key, ranks))
                    for original, chosen in select(order, top_k, contents,
                                                   lambda m: m in own or self._matches(m, plan),
                                                   budget)]
@@ -227,6 +243,28 @@ class Retrieval:
         for name, ranker in rankers:
             lists[name] = ranker(plan, facts)
         return lists, facts
+
+    # ---- explanation ---------------------------------------------------------------------
+
+    def _ranks(self, lists: dict[str, list[Key]]) -> dict[str, dict[Key, int]]:
+        """Each fused list switched on, in the registry's order, as {candidate: 1-based rank}."""
+        ranks: dict[str, dict[Key, int]] = {}
+        for name in SIGNAL_NAMES:
+            if name in lists and self.config.weight(name) > 0:
+                ranked = ranks[name] = {}
+                for rank, key in enumerate(lists[name], 1):
+                    ranked.setdefault(key, rank)
+        return ranks
+
+    def _parts(self, key: Key, ranks: dict[str, dict[Key, int]]) -> tuple[Part, ...]:
+        """What each fused list added to a candidate's score, weight / (k + rank), as a share of
+        their sum (the fused score before supersession or versions moved it)."""
+        added = {name: (ranked.get(key), self.config.weight(name)) for name, ranked in ranks.items()}
+        terms = {name: 0.0 if rank is None else weight / (self.config.rrf_k + rank)
+                 for name, (rank, weight) in added.items()}
+        total = sum(terms.values())
+        return tuple(Part(name, rank, weight, terms[name] / total if total > 0 else 0.0)
+                     for name, (rank, weight) in added.items())
 
     # ---- loading -------------------------------------------------------------------------
 
@@ -361,6 +399,7 @@ class Retrieval:
         occurrences never overlap)."""
         self._wanted = wanted
         self._shared.clear()
+        self._stems = None
         self._wanted_ascii = tuple(w for w in sorted(wanted) if w.isascii())
 
     def _shared_words(self, members: tuple[int, ...]) -> frozenset[str]:
@@ -370,17 +409,38 @@ class Retrieval:
         for m in members:
             found = self._shared.get(m)
             if found is None:
-                found = self._shared[m] = self._words_in(self.rows[m].content)
+                found = self._shared[m] = self._words_in(m, self.rows[m].content)
             shared |= found
         return frozenset(shared)
 
-    def _words_in(self, content: str) -> frozenset[str]:
-        if content.isascii():
-            if not self._wanted_ascii:
-                return frozenset()
-            lower = content.lower()
-            return frozenset(w for w in self._wanted_ascii if _holds_word(lower, w))
-        return self._wanted & _exact_words(content)
+    def _words_in(self, message_id: int, content: str) -> frozenset[str]:
+        """The question's words in a message's text. A word is looked for only in messages that
+        hold its stem, when the lexical list read every such message: in most candidates most
+        words are absent, and finding that scanned the whole text (top_k 100 on long messages,
+        BEAM dev: 8 words looked for in each of 160 candidates of 460 words a Search)."""
+        if not content.isascii():
+            return self._wanted & _exact_words(content)
+        if self._stems is None:
+            self._stems = self._stem_holders()
+        held, unknown = self._stems
+        words = held.get(message_id, ()) + unknown
+        if not words:
+            return frozenset()
+        lower = content.lower()
+        return frozenset(w for w in words if _holds_word(lower, w))
+
+    def _stem_holders(self) -> tuple[dict[int, tuple[str, ...]], tuple[str, ...]]:
+        """The question's ASCII words by the messages holding their stems, for the words whose
+        holders the lexical lists read in full, and the words whose holders are unknown."""
+        held: dict[int, tuple[str, ...]] = defaultdict(tuple)
+        unknown: list[str] = []
+        for word in self._wanted_ascii:
+            holders = self.index.holders(word)
+            if holders is None:
+                unknown.append(word)
+            for message_id in holders or ():
+                held[message_id] += (word,)
+        return held, tuple(unknown)
 
     def _demote_superseded(self, plan: QueryPlan, fused: dict[Key, float], facts: list[Facts]) -> None:
         """For a current-state question: once a newer candidate states an update, older candidates

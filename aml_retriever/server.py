@@ -24,21 +24,17 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-from aml_retriever import __version__
+from aml_retriever import __version__, inspector, logs
 from aml_retriever.connections import Connection, ConnectionLoop
 from aml_retriever.errors import (
     AmlError,
     BadRequest,
-    InvalidField,
     LengthRequired,
     MethodNotAllowed,
-    NotFound,
     Overloaded,
     PayloadTooLarge,
     RequestTimeout,
@@ -49,11 +45,12 @@ from aml_retriever.errors import (
     error_body,
     internal_error_body,
 )
+from aml_retriever.metrics import Metrics
+from aml_retriever.routes import OPEN_PATH, UNQUEUED, Answer, Raw, Route, resolve
 from aml_retriever.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.validation import parse_add, parse_json, parse_page, parse_search, parse_user
+from aml_retriever.validation import parse_json
 
-log = logging.getLogger("aml_retriever.access")
 errors_log = logging.getLogger("aml_retriever.server")
 
 # A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
@@ -74,67 +71,6 @@ RESOURCE_RETRY_S = 60
 REJECTED_LINGER_MAX = 512
 # The methods routes may accept; any other method token is logged as OTHER, never as sent.
 KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
-USERS_PREFIX = "/users/"
-
-
-@dataclass(frozen=True)
-class Route:
-    label: str  # what the access log shows: the template, never a user id
-    methods: tuple[str, ...]
-    handler: Callable[[Handler, dict[str, Any] | None, str | None], dict[str, Any]]
-
-
-def _add(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.add(parse_add(body or {}, h.server.config.max_messages))
-
-
-def _search(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.search(parse_search(body or {}))
-
-
-def _delete_user_post(h: Handler, body: dict[str, Any] | None, _: str | None) -> dict[str, Any]:
-    return h.server.service.delete_user(parse_user(body or {}))
-
-
-def _delete_user_path(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
-    return h.server.service.delete_user(parse_user({"user_id": user_id}))
-
-
-def _audit(h: Handler, _: dict[str, Any] | None, user_id: str | None) -> dict[str, Any]:
-    after, limit = parse_page(urlsplit(h.path).query)
-    return h.server.service.audit(parse_user({"user_id": user_id}), after, limit)
-
-
-ROUTES = {
-    "/health": Route("/health", ("GET",), lambda h, b, u: h.server.service.health()),
-    "/stats": Route("/stats", ("GET",), lambda h, b, u: h.server.service.stats()),
-    "/add": Route("/add", ("POST",), _add),
-    "/search": Route("/search", ("POST",), _search),
-    "/delete_user": Route("/delete_user", ("POST",), _delete_user_post),
-}
-# The one path served without a key: load balancers and platforms probe it.
-OPEN_PATH = "/health"
-USER_ROUTE = Route("/users/{user_id}", ("DELETE",), _delete_user_path)
-AUDIT_SUFFIX = "/audit"
-AUDIT_ROUTE = Route("/users/{user_id}/audit", ("GET",), _audit)
-
-
-def resolve(raw_path: str) -> tuple[Route, str | None]:
-    """The route of a request path, and the user id when the path carries one."""
-    path = urlsplit(raw_path).path
-    if path in ROUTES:
-        return ROUTES[path], None
-    if path.startswith(USERS_PREFIX):
-        rest = path[len(USERS_PREFIX):]
-        route = AUDIT_ROUTE if rest.endswith(AUDIT_SUFFIX) else USER_ROUTE
-        rest = rest.removesuffix(AUDIT_SUFFIX) if route is AUDIT_ROUTE else rest
-        if "/" not in rest:
-            try:
-                return route, unquote(rest, errors="strict")
-            except UnicodeDecodeError:
-                raise InvalidField("user_id in the path must be percent-encoded UTF-8",
-                                   "user_id") from None
-    raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
 
 
 class CrlfLines:
@@ -162,8 +98,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def __init__(self, request: socket.socket, client_address: Any, server: AmlHTTPServer,
-                 request_bytes: bytes) -> None:
+                 request_bytes: bytes, arrived: float) -> None:
         self._request_bytes = request_bytes  # the whole request: the loop waited for it
+        self._arrived = arrived  # perf_counter() when it had all arrived
+        # What the access log and the metrics say of this request, once it is answered.
+        self._method, self._label, self._in_flight = "-", "-", False
+        self._entry: logs.Access | None = None
+        self.request_id = ""
         super().__init__(request, client_address, server)
 
     def version_string(self) -> str:
@@ -237,31 +178,65 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._dispatch("OPTIONS")
 
     def _dispatch(self, method: str) -> None:
-        started = time.perf_counter()
-        label = "-"
+        self._method = method if method in KNOWN_METHODS else "OTHER"
         self._body_read = False
         self.linger = False
+        self.request_id = logs.request_id(self.headers.get_all(logs.REQUEST_ID_HEADER))
         headers: dict[str, str] = {}
+        self.server.metrics.enter()
+        self._in_flight = True
         try:
-            # Authenticate first, so a caller without the key learns nothing, not even which
-            # paths exist; /health alone is open.
-            if urlsplit(self.path).path != OPEN_PATH:
-                self._authenticate()
-            route, user_id = resolve(self.path)
-            label = route.label
-            if method not in route.methods:
-                raise MethodNotAllowed(f"{label} accepts {', '.join(route.methods)}", route.methods)
-            body = self._read_json() if method == "POST" else None
-            with self.server.turn(route):
-                status, payload = 200, route.handler(self, body, user_id)
+            if inspector.serves(self.path):  # the page holds no data: no key, no turn at the service
+                self._label = inspector.LABEL
+                page = inspector.answer(self.path, method, self.headers.get("If-None-Match"))
+                status, payload, headers = page.status, Raw(page.body, page.content_type), page.headers
+            else:
+                status, payload = 200, self._route(method)
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
             status, payload = 500, internal_error_body()
             self._log_unexpected(exc)
-        self._send_json(status, payload, headers)
-        log.info("%s %s %d %.1fms", method if method in KNOWN_METHODS else "OTHER", label, status,
-                 (time.perf_counter() - started) * 1000)
+        try:
+            if isinstance(payload, Raw):
+                self._send(status, payload.data, payload.content_type, headers)
+            else:
+                self._send_json(status, payload, headers)
+        finally:
+            self._log(status)
+
+    def _route(self, method: str) -> Answer:
+        """The answer of the route a request names. Authenticated first, so a caller without the
+        key learns nothing, not even which paths exist; /health (and the page) alone are open."""
+        if urlsplit(self.path).path != OPEN_PATH:
+            self._authenticate()
+        routes, params = resolve(self.path)
+        self._label = label = routes[0].label
+        route = next((r for r in routes if r.method == method), None)
+        if route is None:
+            allowed = tuple(r.method for r in routes)
+            raise MethodNotAllowed(f"{label} accepts {', '.join(allowed)}", allowed)
+        body = self._read_json() if route.body else None
+        if method == "POST" and not route.body:
+            self._discard_body()
+        with self.server.turn(route):
+            return route.handler(self, body, params)
+
+    def _count(self, status: int, body_bytes: int) -> logs.Access:
+        """Count this answer, once: just before it is written, so that a client that has read it
+        finds it counted (and no longer in flight) at its next request."""
+        if self._entry is None:
+            self._entry = logs.Access(self._method, self._label, status,
+                                      time.perf_counter() - self._arrived, body_bytes,
+                                      self.client_address[0], self.request_id)
+            if self._in_flight:
+                self.server.metrics.leave()
+            self.server.metrics.answered(self._method, self._label, status, self._entry.seconds)
+        return self._entry
+
+    def _log(self, status: int) -> None:
+        """Log this answer once it is written (or could not be): off the client's wait."""
+        logs.access(self._count(status, 0))
 
     def _authenticate(self) -> None:
         key = self.server.config.api_key
@@ -304,8 +279,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                  "body")
         return body
 
+    def _discard_body(self) -> None:
+        """A POST whose route takes no body: what it sent anyway (the loop collected it whole,
+        within max_body_bytes) is read and dropped, so it is never taken for the next request."""
+        if self.headers.get("Transfer-Encoding"):
+            raise LengthRequired("send the body with a Content-Length (chunked bodies are not accepted)")
+        length_header = self.headers.get_all("Content-Length") or ["0"]
+        if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
+            raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
+        self._read_body(int(length_header[0]))
+
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._send(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+                   "application/json; charset=utf-8", headers)
+
+    def _send(self, status: int, data: bytes, content_type: str | None, headers: dict[str, str]) -> None:
         # An error before the body was read leaves unread bytes on the connection: close it. So
         # does a body sent with another method, which is never read: left on the connection it
         # would be parsed as the next request (a proxy in front would count one request, not two).
@@ -320,16 +308,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.server.stopping:
             self.close_connection = True
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        if status != 304:  # a 304 has no body, and its length would have to be the page's
+            self.send_header("Content-Length", str(len(data)))
+        if "Cache-Control" not in headers:
+            self.send_header("Cache-Control", "no-store")
+        self.send_header(logs.REQUEST_ID_HEADER, self.request_id)
         for name, value in headers.items():
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
+        sent = data if self.command != "HEAD" else b""
+        self._count(status, len(sent))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        self.wfile.write(sent)
 
     def _announces_body(self) -> bool:
         headers = getattr(self, "headers", None)
@@ -344,14 +337,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         phrase = http.server.BaseHTTPRequestHandler.responses.get(code, ("error",))[0]
         body = json.dumps({"error": {"code": re.sub(r"[^a-z]+", "_", phrase.lower()),
                                      "message": phrase, "field": None}}).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD" and code >= 200:
-            self.wfile.write(body)
-        log.info("- - %d 0.0ms", code)
+        headers = getattr(self, "headers", None)  # absent when the head could not be parsed
+        self.request_id = logs.request_id(headers.get_all(logs.REQUEST_ID_HEADER)
+                                          if headers is not None else None)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header(logs.REQUEST_ID_HEADER, self.request_id)
+            self.send_header("Connection", "close")
+            sent = body if self.command != "HEAD" and code >= 200 else b""
+            self._count(code, len(sent))
+            self.end_headers()
+            self.wfile.write(sent)
+        finally:
+            self._log(code)
 
     def log_message(self, format: str, *args: Any) -> None:
         """http.server's own log lines quote the request line; ours never do (see _dispatch)."""
@@ -371,14 +371,15 @@ class AmlHTTPServer(http.server.HTTPServer):
     # admission control is the connection cap and the bounded queue, not this.
     request_queue_size = 1024
 
-    def __init__(self, config: Config, service: MemoryService,
+    def __init__(self, config: Config, service: MemoryService, metrics: Metrics,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  listener: socket.socket | None = None) -> None:
         self.config = config
         self.service = service
+        self.metrics = metrics
         self.stopping = False
         self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        self._jobs: queue.Queue[tuple[Connection, bytes] | None] = queue.Queue(config.queue_size)
+        self._jobs: queue.Queue[tuple[Connection, bytes, float] | None] = queue.Queue(config.queue_size)
         # Workers answer requests all at once, but only this many run the service at a time:
         # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
         # 125 Searches/s with 16 at once, 251 with 2).
@@ -392,6 +393,7 @@ class AmlHTTPServer(http.server.HTTPServer):
             self.server_address = listener.getsockname()
         self.loop = ConnectionLoop(self.socket, config.socket_timeout, config.max_body_bytes,
                                    max_connections, self._hand_over, self._expired)
+        metrics.connections = self.loop
         self._rejected = Lingerer()
         self._rejected.start()
         self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
@@ -406,46 +408,59 @@ class AmlHTTPServer(http.server.HTTPServer):
         self.loop.stop()
 
     def turn(self, route: Route) -> AbstractContextManager[Any]:
-        """The wait for a turn at the service; /health never waits, so probes see a busy server
-        as alive."""
-        return nullcontext() if route.label == OPEN_PATH else self._active
+        """The wait for a turn at the service; /health and /metrics never wait, so probes and
+        scrapes see a busy server as it is."""
+        return nullcontext() if route.label in UNQUEUED else self._active
+
+    def answered(self, entry: logs.Access) -> None:
+        """Log and count one answer, whoever gave it (a handler or the connection loop)."""
+        logs.access(entry)
+        self.metrics.answered(entry.method, entry.route, entry.status, entry.seconds)
 
     def _hand_over(self, conn: Connection, request: bytes) -> None:
         """A whole request arrived (in the loop's thread): queue it for a worker, or refuse it
         at once when the queue is full."""
+        arrived = time.perf_counter()
         try:
-            self._jobs.put_nowait((conn, request))
+            self._jobs.put_nowait((conn, request, arrived))
         except queue.Full:
-            self._reject(conn.sock)
+            self._reject(conn, logs.request_id_in(request), arrived)
             self.loop.give_back(conn, keep=False)
 
     def _expired(self, conn: Connection, body_arriving: bool) -> None:
         """A request too slow to arrive (in the loop's thread): a body cut short is answered 408;
         a head, or an idle connection, is closed without an answer."""
+        self.metrics.expired("body" if body_arriving else "idle" if conn.started is None else "head")
         if body_arriving:
-            _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
-                "the body did not arrive in time; send Content-Length bytes", "body"))
-            log.info("- - 408 0.0ms")
+            started, request_id = time.perf_counter(), logs.request_id_in(bytes(conn.buffer))
+            sent = _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
+                "the body did not arrive in time; send Content-Length bytes", "body"), request_id)
+            self.answered(logs.Access("-", "-", 408, time.perf_counter() - started, sent,
+                                      conn.address[0], request_id))
         conn.sock.close()
 
-    def _reject(self, request: socket.socket) -> None:
-        _send_quickly(request, 503, "Service Unavailable",
-                      Overloaded("the server is at capacity; retry after a second"), retry_after=1)
+    def _reject(self, conn: Connection, request_id: str, arrived: float) -> None:
+        request = conn.sock
+        sent = _send_quickly(request, 503, "Service Unavailable",
+                             Overloaded("the server is at capacity; retry after a second"),
+                             request_id, retry_after=1)
         try:
             request.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         if not self._rejected.keep(request):
             request.close()
-        log.info("- - 503 0.0ms")
+        self.metrics.refused()
+        self.answered(logs.Access("-", "-", 503, time.perf_counter() - arrived, sent,
+                                  conn.address[0], request_id))
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            conn, request = job
+            conn, request, arrived = job
             keep = linger = False
             try:
                 conn.sock.settimeout(self.config.socket_timeout)  # for writing the answer
-                handler = Handler(conn.sock, conn.address, self, request)
+                handler = Handler(conn.sock, conn.address, self, request, arrived)
                 keep = not handler.close_connection and not self.stopping
                 linger = getattr(handler, "linger", False)
             except Exception:  # a broken connection must not kill the worker
@@ -486,20 +501,21 @@ class AmlHTTPServer(http.server.HTTPServer):
         errors_log.warning("connection error")
 
 
-def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError,
-                  retry_after: int | None = None) -> None:
+def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError, request_id: str,
+                  retry_after: int | None = None) -> int:
     """An error answer written by the connection loop: at most a fraction of a second, never
-    blocking the loop on a client that does not read."""
+    blocking the loop on a client that does not read. Returns the body bytes sent."""
     body = json.dumps(error_body(error)).encode()
     head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n"
+            f"Content-Length: {len(body)}\r\n{logs.REQUEST_ID_HEADER}: {request_id}\r\n"
             + (f"Retry-After: {retry_after}\r\n" if retry_after else "")
             + "Connection: close\r\n\r\n")
     try:
         sock.settimeout(QUICK_WRITE_S)
         sock.sendall(head.encode() + body)
     except OSError:
-        pass
+        return 0
+    return len(body)
 
 
 class Lingerer(threading.Thread):

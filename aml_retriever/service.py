@@ -88,6 +88,10 @@ class MemoryService:
         """Insert an Add's messages and its request record inside the caller's write
         transaction. Returns how many messages got the receive time, and the first id."""
         assigned, first_id = self._insert_messages(conn, request, received_ms, stamp)
+        # The file names its user, for the listing of users (listing.py): the file's name is a
+        # hash of the id, which cannot be read back. Deleting the user removes it again.
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('user_id', ?)",
+                     (request.user_id,))
         conn.execute("INSERT INTO requests (request_id, payload_hash, session_id, stored, "
                      "timestamps_assigned, created_ms, first_message_id) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -159,7 +163,7 @@ class MemoryService:
                 return {"data": [], "words": 0} if max_words else {"data": []}
             query_plan = plan(request.query, request.options)
             with self.store.read(conn):
-                retrieval = Retrieval(conn, self.retrieval, request.read)
+                retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
         found: dict[str, Any] = {"data": [self._result(r, retrieval.rows, statements)
                                           for r in results]}
@@ -184,6 +188,9 @@ class MemoryService:
         if self.provenance:
             item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
                         evidence_flags=list(result.flags))
+        if result.parts is not None:
+            item["explain"] = {"signals": [{"signal": p.signal, "rank": p.rank, "weight": p.weight,
+                                            "share": p.share} for p in result.parts]}
         if statement:
             item.update(origin=first.origin, trust=first.trust,
                         valid_from=iso_utc(first.valid_ms or first.timestamp_ms),
@@ -488,6 +495,7 @@ def erase_user_rows(conn: sqlite3.Connection) -> dict[str, int]:
         conn.execute(f"DELETE FROM {table}")
     for table in ("speakers", "removals", "tombstones"):
         conn.execute(f"DELETE FROM {table}")
+    conn.execute("DELETE FROM meta WHERE key = 'user_id'")
     for index in INDEXES:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
     audit.erase(conn)

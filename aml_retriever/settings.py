@@ -68,6 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("provenance", True, bool, "include view, source_message_ids and evidence_flags in results"),
     Setting("log_level", "INFO", str, "log level (content is never logged)",
             choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    Setting("log_format", "TEXT", str, "log line format: TEXT (an access line is method, route, "
+            "status, ms, request id) or JSON (one object per line, with the client's address and "
+            "the answer's bytes); content is never logged", choices=("TEXT", "JSON")),
     Setting("signal_weights", "", str, "ranking signal weights as name=weight,... (0 = off; "
             f"others keep their defaults; signals: {', '.join(SIGNAL_NAMES)})"),
     Setting("default_max_words", 0, int, "word budget of a Search that sends no max_words "

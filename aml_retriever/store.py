@@ -87,6 +87,8 @@ class Store:
         self._dirty: set[Path] = set()
         self._dirty_lock = threading.Lock()
         self._lock_file: int | None = None
+        # Told of every checkpoint's outcome (True: done), for GET /metrics.
+        self.on_checkpoint: Callable[[bool], None] = lambda done: None
         self._open_catalog()
 
     # ---- catalog -------------------------------------------------------------------------
@@ -395,6 +397,7 @@ class Store:
             busy = 1
         if busy:
             self.mark_dirty(conn)
+        self.on_checkpoint(not busy)
         return not busy
 
     # ---- whole-store operations ----------------------------------------------------------

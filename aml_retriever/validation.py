@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import unquote_plus
 
 from aml_retriever.audit import MAX_PAGE
 from aml_retriever.errors import InvalidBody, InvalidField, PayloadTooLarge
@@ -60,6 +60,7 @@ class SearchRequest:
     session_id: str | None
     max_words: int | None = None  # a reader's word budget for the results (an extension)
     read: ReadFilter = CURRENT  # as_of, since, until, include_history (extensions)
+    explain: bool = False  # each result carries its ranking signals (an extension)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
 # caller's own text (it may be content), so the error names only the body.
 FIELD_NAMES = frozenset({"request_id", "user_id", "session_id", "messages", "role", "content",
                          "timestamp", "query", "top_k", "options", "filter_session",
-                         "max_words", "as_of", "since", "until", "include_history"})
+                         "max_words", "as_of", "since", "until", "include_history", "explain"})
 
 
 class _DuplicateKey(ValueError):
@@ -206,8 +207,11 @@ def parse_search(data: dict[str, Any]) -> SearchRequest:
     if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int)
                                   or not 1 <= max_words <= MAX_WORDS_MAX):
         raise InvalidField(f"max_words must be an integer from 1 to {MAX_WORDS_MAX}", "max_words")
+    explain = False if data.get("explain") is None else data["explain"]
+    if not isinstance(explain, bool):
+        raise InvalidField("explain must be true or false", "explain")
     return SearchRequest(query, user_id, top_k, options, session_id if filter_session else None,
-                         max_words, parse_read(data))
+                         max_words, parse_read(data), explain)
 
 
 def parse_read(data: dict[str, Any]) -> ReadFilter:
@@ -234,10 +238,36 @@ def parse_user(data: dict[str, Any]) -> str:
     return identifier(data, "user_id")
 
 
+def query_fields(query: str) -> dict[str, list[str]]:
+    """A URL query string's values by name, decoded as forms encode them ('+' a space, %XX
+    UTF-8). A part that is not UTF-8 answers 400 naming its parameter (or `query`, when the name
+    itself cannot be read), never an internal error."""
+    fields: dict[str, list[str]] = {}
+    for part in query.split("&"):
+        if not part:
+            continue
+        raw_name, _, raw_value = part.partition("=")
+        try:
+            name = unquote_plus(raw_name, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidField("the query string must be percent-encoded UTF-8", "query") from None
+        try:
+            value = unquote_plus(raw_value, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidField(f"{_shown(name)} must be percent-encoded UTF-8", _shown(name)) from None
+        fields.setdefault(name, []).append(value)
+    return fields
+
+
+def _shown(name: str) -> str:
+    """A parameter's name as an error names it: only the names this service reads."""
+    return name if name in QUERY_NAMES else "query"
+
+
 def parse_page(query: str) -> tuple[int, int]:
     """`cursor` and `limit` of a paged read from a URL query string: where the last page ended
     (0: from the start) and how many at most (1 to audit.MAX_PAGE, default AUDIT_PAGE)."""
-    fields = parse_qs(query, keep_blank_values=True, errors="strict")
+    fields = query_fields(query)
     values = {}
     for name, default, low, high in (("cursor", 0, 0, 2**63 - 1), ("limit", AUDIT_PAGE, 1, MAX_PAGE)):
         given = fields.get(name, [str(default)])
@@ -246,3 +276,59 @@ def parse_page(query: str) -> tuple[int, int]:
             raise InvalidField(f"{name} must be a whole number from {low} to {high}", name)
         values[name] = int(given[0])
     return values["cursor"], values["limit"]
+
+
+# The query parameters the listings read; any other is ignored (and never named in an error).
+QUERY_NAMES = frozenset({"cursor", "limit", "order", "session_id", "status"})
+ORDERS = ("newest", "oldest")
+STATUSES = ("current", "proposed", "all")
+LIST_PAGE = 50  # items a page of a listing holds when the caller names no limit
+CURSOR_MAX_CHARS = 2048  # the longest cursor a listing gives (a 256-character user id in it)
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A page of a listing asked for in a URL query string."""
+
+    cursor: str | None = None
+    limit: int = LIST_PAGE
+    order: str = "newest"
+    session_id: str | None = None
+    status: str = "current"
+
+
+def parse_list(query: str) -> ListQuery:
+    """`cursor`, `limit`, `order`, `session_id` and `status` of a listing; an empty value is the
+    same as none (a form leaves unused fields empty), a repeated one is refused."""
+    fields = query_fields(query)
+    given: dict[str, str] = {}
+    for name in QUERY_NAMES:
+        values = fields.get(name, [])
+        if len(values) > 1:
+            raise InvalidField(f"{name} must be given at most once", name)
+        if values and values[0] != "":
+            given[name] = values[0]
+    limit = given.get("limit", str(LIST_PAGE))
+    if not limit.isascii() or not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+        raise InvalidField(f"limit must be a whole number from 1 to {MAX_PAGE}", "limit")
+    cursor = given.get("cursor")
+    if cursor is not None and len(cursor) > CURSOR_MAX_CHARS:
+        raise InvalidField("cursor must be a next_cursor this listing gave, passed back unchanged",
+                           "cursor")
+    order = given.get("order", ORDERS[0])
+    if order not in ORDERS:
+        raise InvalidField("order must be newest or oldest", "order")
+    status = given.get("status", STATUSES[0])
+    if status not in STATUSES:
+        raise InvalidField("status must be current, proposed or all", "status")
+    session_id = identifier(given, "session_id") if "session_id" in given else None
+    return ListQuery(cursor, int(limit), order, session_id, status)
+
+
+def parse_message_id(text: str) -> int:
+    """A message id in a path, as Search and the listings give it ("m12")."""
+    digits = text[1:]
+    if not text.startswith("m") or not digits.isascii() or not digits.isdigit() \
+            or digits.startswith("0") or len(digits) > 18:
+        raise InvalidField("id must be a message id as Search returns it, such as m12", "id")
+    return int(digits)

@@ -20,6 +20,11 @@ What it does
    (messages / time spent in Adds), per-Add p50/p95/p99, and the ratios to both floors.
 4. Profiles 100 Adds of the service path (cProfile, synchronous=NORMAL, fresh store) to show
    where an Add's time goes.
+5. By message length: `--length-adds` Adds of 20 messages of exactly `--lengths` words each
+   (default 10, 50, 300, 1,000: a short turn, a long one, an assistant's answer, a pasted page;
+   cut from the same chat history run together, so long messages hold the same mix of names,
+   dates and everyday words), through the same three paths at the first `--synchronous` level,
+   fresh files per length, interleaved as above: msg/s and words/s against message length.
 
 Why
 ---
@@ -33,6 +38,7 @@ Usage
     python3 bench/bench_add.py                      # 1,000 Adds per path and level
     python3 bench/bench_add.py --adds 200           # a quick run
     python3 bench/bench_add.py --synchronous FULL   # the server's default only
+    python3 bench/bench_add.py --lengths 10,100,1000 --length-adds 20
 
 Results go to `bench_out/add.json` and `bench_out/add.md` (git-ignored) and the Markdown is
 printed; progress goes to stderr. Exit status: 0 when the service reaches `--min-ratio` of the
@@ -49,7 +55,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,16 +70,20 @@ from benchlib import (
     profile_markdown,
     require_positive,
     run_and_report,
+    sizes_arg,
 )
-from corpus import ADD_SIZE, generated
+from corpus import ADD_SIZE, conversation, generated
 
 from aml_retriever.service import MemoryService
 from aml_retriever.tokenizer import FTS_TOKENIZE
-from aml_retriever.validation import AddRequest
+from aml_retriever.validation import AddRequest, Message
 
 PATHS = ("service", "bare", "searchable")
 LEVELS = ("FULL", "NORMAL")
 PROFILE_ADDS = 100
+# Words a message, for Add throughput against message length: a short chat turn, a long one, an
+# assistant's answer, a pasted page (the validator's limit is the Add's bytes, not the words).
+LENGTHS = (10, 50, 300, 1000)
 BARE_SCHEMA = ("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, "
                "role TEXT NOT NULL, content TEXT NOT NULL, timestamp_ms INTEGER NOT NULL)")
 SEARCHABLE_SCHEMA = (f"CREATE VIRTUAL TABLE message_index USING fts5(content, content='', "
@@ -93,12 +103,38 @@ def user_adds(seed: int, user: int, count: int) -> list[AddRequest]:
             for i in range(count)]
 
 
+def sized_adds(seed: int, user: int, count: int, words: int) -> list[AddRequest]:
+    """`count` Adds of ADD_SIZE messages of exactly `words` words: one user's chat history run
+    together and cut every `words` words (each message takes the role and time of the last turn
+    it ends in)."""
+    uid = f"length-user-{user}"
+    stream = conversation(seed + user)
+    adds = []
+    for i in range(count):
+        messages, session = [], ""
+        for _ in range(ADD_SIZE):
+            taken: list[str] = []
+            while len(taken) < words:
+                turn = next(stream)
+                taken += turn.message.content.split()
+            messages.append(Message(turn.message.role, " ".join(taken[:words]),
+                                    turn.message.timestamp_ms))
+            session = turn.session_id
+        adds.append(AddRequest(f"r{i:06d}", uid, session, tuple(messages)))
+    return adds
+
+
+def round_robin(make: Callable[[int, int], list[AddRequest]], users: int,
+                adds: int) -> tuple[list[AddRequest], list[AddRequest]]:
+    """(first Add of each user, written untimed; `adds` timed Adds, users round-robin), from
+    `make(user, count)`, a user's first `count` Adds."""
+    per_user = [make(u, -(-adds // users) + 1) for u in range(users)]
+    return [a[0] for a in per_user], [per_user[i % users][i // users + 1] for i in range(adds)]
+
+
 def all_adds(seed: int, users: int, adds: int) -> tuple[list[AddRequest], list[AddRequest]]:
     """(first Add of each user, written untimed; the timed Adds, users round-robin)."""
-    per_user = [user_adds(seed, u, adds // users + 1) for u in range(users)]
-    first = [a[0] for a in per_user]
-    timed = [per_user[i % users][i // users + 1] for i in range(adds)]
-    return first, timed
+    return round_robin(lambda user, count: user_adds(seed, user, count), users, adds)
 
 
 # ---- the paths ---------------------------------------------------------------------------
@@ -226,6 +262,29 @@ def ratios(stats: dict[str, dict[str, Any]], levels: Sequence[str], judged: str,
     return rows
 
 
+def by_length(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    """Every path at the first synchronous level, for each message length, in fresh files."""
+    level, rows = args.synchronous[0], []
+    for words in args.lengths:
+        log(f"{words}-word messages: timing {args.length_adds:,} Adds x {len(PATHS)} paths "
+            f"at {level}")
+        first, timed = round_robin(lambda user, count, w=words: sized_adds(args.seed, user, count, w),
+                                   args.users, args.length_adds)
+        messages = sum(len(a.messages) for a in timed)
+        samples = measure(root / f"length-{words}", [level], first, timed, args.block)
+        stats = {path: {**samples[label(path, level)].summary(),
+                        "msg_per_s": throughput(samples[label(path, level)], messages)}
+                 for path in PATHS}
+        for s in stats.values():
+            s["words_per_s"] = s["msg_per_s"] * words
+        rows.append({"words": words, "adds": args.length_adds, "messages": messages,
+                     "synchronous": level, "stats": stats,
+                     "service_bare": stats["service"]["msg_per_s"] / stats["bare"]["msg_per_s"]})
+        log(f"{words}-word messages: service {stats['service']['msg_per_s']:,.0f} msg/s, "
+            f"{rows[-1]['service_bare']:.1%} of bare")
+    return rows
+
+
 def profile_service(root: Path, seed: int) -> dict[str, Any]:
     """PROFILE_ADDS Adds into a fresh store at NORMAL, so the profile shows the Python work
     rather than waits for the disk."""
@@ -273,6 +332,18 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{row['service_searchable']:.1%} | {row['searchable_bare']:.1%} | "
                      f"{1 / row['p50_service_bare']:.1%} | "
                      f"{verdict if row['judged'] else f'({verdict}, not judged)'} |")
+    if report.get("lengths"):
+        level = report["lengths"][0]["synchronous"]
+        lines += ["", f"## By message length (synchronous={level}, {ADD_SIZE} messages an Add)", "",
+                  "| words a message | service msg/s | service words/s | service p50 ms an Add | "
+                  "bare msg/s | searchable msg/s | service / bare |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in report["lengths"]:
+            s = row["stats"]
+            lines.append(f"| {row['words']:,} | {s['service']['msg_per_s']:,.0f} | "
+                         f"{s['service']['words_per_s']:,.0f} | {s['service']['p50']:.2f} | "
+                         f"{s['bare']['msg_per_s']:,.0f} | {s['searchable']['msg_per_s']:,.0f} | "
+                         f"{row['service_bare']:.1%} |")
     prof = report.get("profile")
     if prof:
         lines += profile_markdown(prof, f"service Add, {PROFILE_ADDS} Adds of {ADD_SIZE} "
@@ -305,12 +376,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="comma-separated SQLite synchronous levels (FULL, NORMAL)")
     parser.add_argument("--min-ratio", type=float, default=0.5,
                         help="pass when service msg/s is at least this share of the bare floor's")
+    parser.add_argument("--lengths", type=sizes_arg, default=list(LENGTHS),
+                        help="words a message for the Adds by message length, comma-separated")
+    parser.add_argument("--length-adds", type=int, default=50,
+                        help="timed Adds per path and message length")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
     add_run_args(parser, "add",
                  "where the files are written (in a bench_add/ subdirectory)",
                  "keep the written files")
     args = parser.parse_args(argv)
-    require_positive(parser, args, ("adds", "users", "block"))
+    require_positive(parser, args, ("adds", "users", "block", "length_adds"))
     return args
 
 
@@ -330,12 +405,14 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     for row in rows:
         log(f"{row['synchronous']}: service {row['service_bare']:.1%} of bare, "
             f"{row['service_searchable']:.1%} of searchable")
+    lengths = by_length(args, root)
     prof = None
     if not args.no_profile:
         log(f"profiling {PROFILE_ADDS} service Adds")
         prof = profile_service(root, args.seed)
     return {"params": params(args), "messages": messages, "stats": stats, "ratios": rows,
-            "judged": judged, "profile": prof, "env": environment(loadavg_start),
+            "judged": judged, "lengths": lengths, "profile": prof,
+            "env": environment(loadavg_start),
             "passed": all(r["passed"] for r in rows if r["judged"])}
 
 

@@ -383,13 +383,45 @@ def word_messages(seed: int, user_id: str, count: int) -> list[Message]:
                     start + i * 45_000) for i in range(count)]
 
 
-def word_adds(seed: int, user_id: str, count: int) -> list[AddRequest]:
-    """The user's messages as 20-message Adds, one session per 100 messages."""
-    messages = word_messages(seed, user_id, count)
+# Long messages: an assistant's reply of several paragraphs, a user's of a few sentences. Sentence
+# counts follow a log-normal of mean 17 sentences of about 20 words, a tenth are one-liners: 308
+# words a message on average (long-turn chats, BEAM dev: messages of 150+ words average 460).
+LONG_SENTENCES_MU = 2.7
+LONG_SENTENCES_SIGMA = 0.5
+# A long reply is about a few of the user's topic words: drawn from all 40 at the rate of a short
+# message, every word would be in nearly every reply, and no question's word would be rare.
+LONG_TOPIC_WORDS = 4
+
+
+def long_messages(seed: int, user_id: str, count: int) -> list[Message]:
+    """A user of long messages, a pure function of (seed, user_id, count), as `word_messages`."""
+    vocab = vocabulary(seed)
+    rng = random.Random(f"{seed}:long:{user_id}")
+    favourites = rng.sample(vocab.made_up, 40)
+    start = WORD_BASE_TIME_MS + rng.randint(0, 86_400_000)
+    messages = []
+    for i in range(count):
+        sentences = 1 if rng.random() < 0.1 else max(2, round(rng.lognormvariate(
+            LONG_SENTENCES_MU, LONG_SENTENCES_SIGMA)))
+        topic = rng.sample(favourites, LONG_TOPIC_WORDS)  # what this reply is about
+        paragraphs = [" ".join(_sentence(rng, vocab, topic) for _ in range(min(5, sentences - done)))
+                      for done in range(0, sentences, 5)]
+        messages.append(Message("user" if i % 2 == 0 else "assistant", "\n\n".join(paragraphs),
+                                start + i * 45_000))
+    return messages
+
+
+def adds_of(user_id: str, messages: Sequence[Message]) -> list[AddRequest]:
+    """Messages as 20-message Adds, one session per 100 messages."""
     return [AddRequest(f"{user_id}-r{start // ADD_SIZE:05d}", user_id,
                        f"{user_id}-s{start // WORD_SESSION_SIZE:03d}",
                        tuple(messages[start:start + ADD_SIZE]))
-            for start in range(0, count, ADD_SIZE)]
+            for start in range(0, len(messages), ADD_SIZE)]
+
+
+def word_adds(seed: int, user_id: str, count: int) -> list[AddRequest]:
+    """The user's messages as 20-message Adds, one session per 100 messages."""
+    return adds_of(user_id, word_messages(seed, user_id, count))
 
 
 def word_queries(seed: int, messages: Sequence[Message], count: int) -> list[str]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, installs the
-# test-only tools (pytest, hypothesis, jsonschema, and the official MCP SDK `mcp`) only when missing, then
-# runs pytest. Arguments pass to pytest.
+# test-only tools (pytest, hypothesis, jsonschema, the official MCP SDK `mcp`, prometheus_client, and
+# selenium with Debian's chromium and chromium-driver for the inspector page) only when missing, then runs
+# pytest. Arguments pass to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -29,6 +30,31 @@ if ! "$PYTHON" -c 'import mcp.client.stdio' 2>/dev/null; then
     || "$PYTHON" -m pip install --quiet --user mcp 2>/dev/null \
     || "$PYTHON" -m pip install --quiet --break-system-packages mcp 2>/dev/null \
     || echo "could not install mcp: the MCP SDK tests will be skipped" >&2
+fi
+
+# prometheus_client's parser reads GET /metrics in tests/test_metrics.py beside the parser written for
+# the tests. Optional too: without it that one comparison skips and says why.
+if ! "$PYTHON" -c 'import prometheus_client.parser' 2>/dev/null; then
+  echo "installing the test-only Prometheus client: prometheus_client" >&2
+  "$PYTHON" -m pip install --quiet prometheus_client 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --user prometheus_client 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --break-system-packages prometheus_client 2>/dev/null \
+    || echo "could not install prometheus_client: its parser comparison will be skipped" >&2
+fi
+
+# The inspector page is tested in a real headless browser (tests/test_inspector_browser.py): Debian's chromium
+# and chromium-driver, driven through selenium. Optional too: without them those tests skip and say why.
+if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing the test-only browser: chromium chromium-driver" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+    >/dev/null 2>&1 || echo "could not install chromium: the browser tests will be skipped" >&2
+fi
+if ! "$PYTHON" -c 'import selenium' 2>/dev/null; then
+  echo "installing the test-only browser driver: selenium" >&2
+  "$PYTHON" -m pip install --quiet selenium 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --user selenium 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --break-system-packages selenium 2>/dev/null \
+    || echo "could not install selenium: the browser tests will be skipped" >&2
 fi
 
 # HAProxy (2.6 or later) routes the cluster tests (tests/test_cluster.py). Installed with apt-get when

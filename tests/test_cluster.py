@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from conftest import Client
 
-from aml_retriever import mover
+from aml_retriever import __version__, mover
 from aml_retriever.cluster import Layout, mover_cluster
 from aml_retriever.errors import ClusterError
 from aml_retriever.evaluation import synthetic
@@ -324,7 +324,7 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
     client = running.client()
     try:
         health = client.request("GET", "/health")
-        assert health.status == 200 and health.body == {"status": "ok", "version": "0.1.0"}
+        assert health.status == 200 and health.body == {"status": "ok", "version": __version__}
         assert "server" not in health.headers  # HAProxy's own answer
         limit = 1_048_576  # max_body_bytes, the servers' default
         for size in (limit + 1, 4 * limit):  # a shard refuses it, and the client reads why
@@ -342,8 +342,9 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
             b"X-Padding: " + b"p" * 90_000 + b"\r\nContent-Length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body))
         assert crowded.startswith(b"HTTP/1.1 431") and b"x-aml-shard" not in crowded.lower()
-        stats = client.request("GET", "/stats")
-        assert stats.status == 404 and "cluster.sh stats" in stats.body["error"]["message"]
+        for path in ("/stats", "/metrics", "/users"):  # one shard's: asked of each shard
+            answer = client.request("GET", path)
+            assert answer.status == 404 and "cluster.sh stats" in answer.body["error"]["message"]
     finally:
         client.close()
 

@@ -46,10 +46,11 @@ def test_recall_counts_the_share_of_evidence_found_by_k():
 
 def test_budgeted_recall_cuts_reading_after_w_words():
     scores = metrics.question_metrics([Hit(1, 150), Hit(2, 450), Hit(3, 1500)])
+    assert scores["b@100w"] == 0.0
     assert scores["b@200w"] == pytest.approx(1 / 3)
     assert scores["b@500w"] == pytest.approx(2 / 3)
     assert scores["b@1000w"] == pytest.approx(2 / 3)
-    assert scores["b@2000w"] == 1.0
+    assert scores["b@2000w"] == 1.0 and scores["b@5000w"] == 1.0
 
 
 def test_a_window_carrying_two_evidence_messages_credits_both_at_its_rank():

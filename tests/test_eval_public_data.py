@@ -141,3 +141,30 @@ def test_prepare_command_refuses_a_file_of_another_shape(tmp_path, capsys):
     assert "LoCoMo" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.prepare([])
+
+
+def test_a_conversation_with_evidence_texts_loads_with_abstentions(tmp_path):
+    """The shape of converted BEAM and MemDaily files: evidence given as the messages' texts."""
+    adds = [{"request_id": "r1", "user_id": "u", "session_id": "s1", "messages": [
+                {"role": "user", "content": "I adopted a cat named Miso.", "timestamp": 1000},
+                {"role": "assistant", "content": "Congratulations!", "timestamp": 2000}]},
+            {"request_id": "r2", "user_id": "u", "session_id": "s2", "messages": [
+                {"role": "user", "content": "Miso turned two today.", "timestamp": 3000}]}]
+    path = tmp_path / "beam-100K-1.json"
+    path.write_text(json.dumps({"conv": "beam-100K-1", "user_id": "u", "adds": adds, "questions": [
+        {"qid": "q0", "question": "How old is my cat?", "category": "knowledge_update",
+         "evidence": ["Miso turned two today.", "I adopted a cat named Miso."], "answer": "two"},
+        {"qid": "q1", "question": "What is my dog called?", "category": "abstention",
+         "evidence": [], "answer": ""}]}))
+    (conversation,) = dataset.load_many([tmp_path])
+    answerable, abstention = conversation.questions
+    assert [(e.request_id, e.position) for e in answerable.evidence] == [("r2", 0), ("r1", 0)]
+    assert (answerable.suite, answerable.category, answerable.adversarial) == (
+        "beam", "knowledge_update", False)
+    assert abstention.adversarial and not abstention.evidence  # the answer is not in memory
+    assert cli.run_eval(["--replay", str(path), "--out", str(tmp_path / "out"), "--quiet",
+                         "--top-k", "5", "--reference"]) == 0
+    result = json.loads((tmp_path / "out" / "eval-replay.json").read_text())
+    assert result["summary"]["groups"]["all"]["n"] == 1
+    assert result["summary"]["groups"]["all"]["b@100w"]["mean"] == 1.0
+    assert result["reference"]["groups"]["all"]["n"] == 1 and result["summary"]["adversarial"]["n"] == 1

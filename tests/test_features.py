@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from aml_retriever import dates, features
 from aml_retriever.features import Features, extract
 
 
@@ -38,3 +41,50 @@ def test_extracted_features_survive_storage() -> None:
     assert features.update and "lena" in features.entities and "2" in features.numbers
     assert features.dates == ("2023-05-20",)
     assert Features.from_json(features.to_json()) == features
+
+
+# ASCII text takes faster paths (features.py): they must find exactly what the general patterns
+# find, on text made of the words and characters the patterns care about.
+_PIECES = ("now", "not", "anymore", "any more", "no longer", "moved to", "these days", "new job",
+           "Now", "NOW", "Mary", "McDonald's", "O'Brien", "iPhone", "New York", "The", "A", "x_Y",
+           "1,000", "1,00", "2.5", "3.4.5", "x1", "_7", ".5", "12,345,67", "one", "someone",
+           "Seventeen", "twenty-one", "2two", "May", "march", "5th", "2023", "in 1999", "today",
+           "last Monday", "next week", "2 days ago", "this morning", "sept", "2021-03-04", "in", "on",
+           "of", "last", "next", "this", "4", "4th", *dates.MONTHS, *map(str.title, dates.WEEKDAYS))
+_GLUE = (" ", "  ", ", ", ". ", "\n", "-", "_", "'", "(", ")", ":", "\x1c", "")
+ascii_texts = st.lists(st.one_of(st.sampled_from(_PIECES), st.sampled_from(_GLUE),
+                                 st.text(alphabet=st.characters(max_codepoint=127), max_size=6)),
+                       max_size=24).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ascii_texts)
+def test_ascii_paths_find_what_the_general_patterns_find(text: str) -> None:
+    assert features._ascii_names(text) == features._names(text)
+    assert features._ascii_digits(text) == features._digits(text)
+    assert features._ascii_number_words(text.lower()) == features._number_words(text.lower())
+    assert features._ascii_states_update(text) == (features._UPDATE.search(text) is not None)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=4).map(" ".join) | ascii_texts)
+def test_date_patterns_skipped_by_the_guards_would_have_found_nothing(text: str) -> None:
+    everything = frozenset(k for kinds in dates._NEEDS.values() for k in kinds)
+    guarded = dates.extract_dates(text, 1685000000000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dates, "_present", lambda lowered: everything)
+        assert guarded == dates.extract_dates(text, 1685000000000)
+
+
+def test_every_word_a_date_guard_looks_for_still_finds_its_dates() -> None:
+    words = [*dates.MONTHS, "july", "sepember", *dates.WEEKDAYS, "week", "weekend", "month", "year"]
+    templates = ("{} 4", "4 {}", "4th of {}", "in {}", "last {}", "next {}", "{} 4, 2023", "{}, 2023",
+                 "this past {}", "2 {}s ago")
+    for word in words:
+        for template in templates:
+            for text in (template.format(word), template.format(word.title())):
+                guarded = dates.extract_dates(text, 1685000000000)
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(dates, "_present", lambda lowered: frozenset(
+                        k for kinds in dates._NEEDS.values() for k in kinds))
+                    assert guarded == dates.extract_dates(text, 1685000000000), text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_retriever.server import AUDIT_ROUTE, ROUTES, USER_ROUTE
+from aml_retriever.routes import ROUTES
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -27,8 +27,8 @@ def assert_documented(path: str, method: str, response) -> None:
 
 
 def test_every_served_route_is_documented_and_nothing_else():
-    served = {(route.label, m.lower()) for route in [*ROUTES.values(), USER_ROUTE, AUDIT_ROUTE]
-              for m in route.methods}
+    page = {("/ui", "get"), ("/ui/", "get"), ("/ui/{file}", "get")}  # inspector.py, outside the routes
+    served = {(route.label, route.method.lower()) for route in ROUTES} | page
     documented = {(path, method) for path, item in SPEC["paths"].items() for method in item}
     assert served == documented
 
@@ -55,6 +55,8 @@ def test_real_responses_match_the_document(make_app):
         ("/search", "post", c.search("example-user", "When is the launch?", top_k=5)),
         ("/search", "post", c.search("example-user", "北京 Zürich 서울", top_k=5)),
         ("/search", "post", c.search("nobody", "anything")),
+        ("/search", "post", c.search("example-user", "When is the launch?", explain=True)),
+        ("/search", "post", c.search("example-user", "When is the launch?", explain="yes")),  # 400
         ("/search", "post", c.search("example-user", "x", top_k=0)),  # 400
         ("/search", "post", c.request("POST", "/search", raw=b"{}", headers={"Content-Type": "text/plain"})),
         ("/stats", "get", c.request("GET", "/stats")),
@@ -71,3 +73,82 @@ def test_real_responses_match_the_document(make_app):
     assert statuses == {200, 400, 401, 405, 409, 415}
     windows = [r for r in cases[4][2].body["data"] if r["view"] == "window"]
     assert cases[4][2].body["data"] and all(r["id"].startswith("w") for r in windows)
+
+
+def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
+    from conftest import Client
+
+    from aml_retriever.lifecycle import Statements
+
+    app = make_app(api_key="k")
+    c = Client(app.port, api_key="k")
+    c.add("alice", "r1", ["first", "second", "third"], session="s1")
+    proposed = Statements(app.service, "alice", "mcp").remember("s1", "The user likes tea", "fact",
+                                                                origin="agent").statement["id"]
+    page = c.request("GET", "/users/alice/messages?limit=1")
+    cases = [
+        ("/users", "get", c.request("GET", "/users?limit=1")),
+        ("/users", "get", c.request("GET", "/users?order=sideways")),  # 400
+        ("/users/{user_id}/sessions", "get", c.request("GET", "/users/alice/sessions")),
+        ("/users/{user_id}/sessions", "get", c.request("GET", "/users/nobody/sessions")),
+        ("/users/{user_id}/messages", "get", page),
+        ("/users/{user_id}/messages", "get",
+         c.request("GET", f"/users/alice/messages?limit=1&cursor={page.body['next_cursor']}")),
+        ("/users/{user_id}/messages", "get", c.request("GET", "/users/alice/messages?status=proposed")),
+        ("/users/{user_id}/messages", "get", c.request("GET", "/users/alice/messages?cursor=x")),  # 400
+        ("/users/{user_id}/messages", "get", Client(app.port).request("GET", "/users/alice/messages")),
+        ("/users/{user_id}/messages", "get", c.request("POST", "/users/alice/messages")),  # 405
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m99")),
+        ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/x")),
+        ("/users/{user_id}/messages/{id}", "delete", c.request("DELETE", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}", "delete", c.request("DELETE", "/users/alice/messages/m2")),
+        ("/users/{user_id}/messages/{id}/confirm", "post",
+         c.request("POST", f"/users/alice/messages/{proposed}/confirm")),
+        ("/users/{user_id}/messages/{id}/confirm", "post",
+         c.request("POST", f"/users/alice/messages/{proposed}/confirm")),  # 409
+        ("/users/{user_id}/messages/{id}/reject", "post",
+         c.request("POST", "/users/alice/messages/m1/reject")),  # 409
+        ("/users/{user_id}/messages/{id}/reject", "post",
+         c.request("POST", "/users/alice/messages/m77/reject")),  # 404
+    ]
+    statuses = set()
+    for path, method, response in cases:
+        statuses.add(response.status)
+        assert_documented(path, method, response)
+    assert statuses == {200, 400, 401, 404, 405, 409}
+    Statements(app.service, "alice", "mcp").remember("s1", "The user likes green", "fact", origin="agent")
+    rejected = c.request("GET", "/users/alice/messages?status=proposed").body["messages"][0]["id"]
+    assert_documented("/users/{user_id}/messages/{id}/reject", "post",
+                      c.request("POST", f"/users/alice/messages/{rejected}/reject"))
+
+
+def test_every_line_of_a_real_export_matches_the_document(make_app):
+    import http.client
+
+    from conftest import Client
+
+    from aml_retriever.lifecycle import Statements
+
+    app = make_app(api_key="k")
+    c = Client(app.port, api_key="k")
+    add = json.loads((ROOT / "fixtures" / "add_multilingual.json").read_text())
+    c.post("/add", add)
+    statements = Statements(app.service, "example-user", "mcp")
+    old = statements.remember("s2", "The user lives in Paris", "fact")
+    statements.update("s2", int(old.statement["id"][1:]), "The user lives in Lyon")
+    statements.remember("s2", "The user likes tea", "fact", origin="agent")
+    conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+    conn.request("GET", "/users/example-user/export", headers={"X-Api-Key": "k"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert set(SPEC["paths"]["/users/{user_id}/export"]["get"]["responses"]["200"]["content"]) \
+        == {response.getheader("Content-Type")}
+    lines = [json.loads(line) for line in response.read().decode().splitlines()]
+    conn.close()
+    validator = jsonschema.Draft202012Validator({"$ref": "#/components/schemas/ExportLine",
+                                                 "components": SPEC["components"]})
+    assert len(lines) == 4
+    for line in lines:
+        validator.validate(line)
+    assert_documented("/users/{user_id}/export", "get", c.request("GET", "/users/%20/export"))  # 400

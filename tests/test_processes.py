@@ -31,17 +31,21 @@ def two_processes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int
     server = subprocess.Popen([sys.executable, "-m", "aml_retriever", "serve", "--processes", "2",
                                "--port", str(port), "--db", str(db), "--log-level", "WARNING"],
                               cwd=ROOT, stderr=subprocess.PIPE)
+    # The supervisor binds the port before it forks: wait for both processes, not the port alone.
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    while time.monotonic() < deadline and not (len(children(server.pid)) == 2 and answers(port)):
+        time.sleep(0.1)
     yield server, port, db
     if server.poll() is None:
         server.kill()
         server.wait(10)
+
+
+def answers(port: int) -> bool:
+    try:
+        return Client(port).request("GET", "/health").status == 200
+    except OSError:
+        return False
 
 
 def children(pid: int) -> list[int]:
@@ -117,6 +121,21 @@ def test_purge_refuses_and_sigterm_stops_every_process(two_processes):
     done = subprocess.run([sys.executable, "-m", "aml_retriever", "stats", "--db", str(db)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout)["messages"] == 1  # control: the data outlived the servers
+
+
+def test_a_graceful_stop_checkpoints_what_both_processes_wrote(two_processes):
+    server, port, db = two_processes
+    clients = [Client(port) for _ in range(6)]  # connections spread over both processes
+    for n, client in enumerate(clients):
+        for i in range(5):
+            assert client.add(f"user-{n % 3}", f"r{n}-{i}", [f"note {n} {i}"]).status == 200
+    wal_files = list(db.parent.rglob("*-wal"))
+    assert any(f.stat().st_size > 0 for f in wal_files)  # control: the Adds sit in the WAL
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(30) == 0
+    assert [f for f in db.parent.rglob("*-wal") if f.stat().st_size > 0] == []
+    for n in range(3):
+        assert open_user(db, f"user-{n}").execute("SELECT count(*) FROM messages").fetchone()[0] == 10
 
 
 def test_a_supervisor_killed_outright_takes_its_server_processes_along(two_processes):

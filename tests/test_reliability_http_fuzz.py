@@ -27,7 +27,9 @@ METHODS = [b"GET", b"POST", b"DELETE", b"PUT", b"HEAD", b"OPTIONS", b"PATCH", b"
 PATHS = [b"/health", b"/search", b"/add", b"/stats", b"/delete_user", b"/users/fuzz-victim",
          b"/users/%ff%fe", b"/users/", b"/users/a/b", b"/users/%00", b"*", b"", b"//add",
          b"http://127.0.0.1/search", b"/search?query=x", b"/search#frag", b"/\xff\xfe",
-         b"/" + b"a" * 70_000, b"/../../etc/passwd", b"/users/" + "用户".encode(), b"/%2e%2e/add"]
+         b"/" + b"a" * 70_000, b"/../../etc/passwd", b"/users/" + "用户".encode(), b"/%2e%2e/add",
+         b"/users", b"/users/fuzz-victim/messages?cursor=%ff&limit=0", b"/users/fuzz-victim/messages/m1",
+         b"/users/fuzz-victim/messages/m1/confirm", b"/users/fuzz-victim/export", b"/users?limit=\xff"]
 VERSIONS = [b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1", b"HTTP/1.1.1", b"http/1.1",
             b"HTTP/11", b"HTTP/1.x", b"", b"HTTP/1.1 extra", b"HTTP/\xff"]
 CONTENT_LENGTHS = [None, b"0", b"-1", b"+5", b" 12 ", b"0x10", b"1e3", b"\xb2", b"99999999999999999999",

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aml_retriever.candidates import Term, TermIndex
 from aml_retriever.query import plan
 from aml_retriever.retrieval import Retrieval, _exact_words, _holds_word
 from aml_retriever.service import MemoryService
@@ -200,8 +201,25 @@ def test_shared_words_of_ascii_text_are_the_words_column_words(parts, wanted):
     word split finds (whole words, case-folded, `_` and punctuation as separators)."""
     text = "".join(parts)
     search = Retrieval(sqlite3.connect(":memory:"), RetrievalConfig())
+    search.index = TermIndex(search.conn)  # no lexical list read: every text is scanned
     search._want_words(frozenset(wanted))
-    assert search._words_in(text) == frozenset(wanted) & _exact_words(text)
+    assert search._words_in(1, text) == frozenset(wanted) & _exact_words(text)
+
+
+def test_words_are_looked_for_only_in_messages_holding_their_stem_and_found_alike(svc):
+    """A Search skips the text of a message its lexical list shows to lack a word's stem; the
+    words it finds are those a scan of every candidate's whole text finds."""
+    add(svc, "s1", "The violin was in the attic.", "Violins and violas for sale.", "A violinist played.",
+        "The attic holds old boxes.", "Nothing here about music.", "The weather is grey.")
+    with svc.store.connection("u", create=False) as conn:
+        search = Retrieval(conn, RetrievalConfig())
+        question = plan("violin attic boxes")
+        search.run(question, 10, None)
+        holders = search.index.holders("violin")
+        assert holders is not None and 0 < len(holders) < len(search.rows)  # control: some lack it
+        for message_id, row in search.rows.items():
+            scan = frozenset(question.exact) & _exact_words(row.content)
+            assert search._shared_words((message_id,)) == scan
 
 
 def test_a_name_in_most_of_a_small_memory_still_counts(svc):
@@ -278,3 +296,13 @@ def test_a_word_most_messages_hold_bridges_nothing(svc):
 def test_a_whole_word_is_found_as_a_word_boundary_pattern_finds_it(text, word):
     pattern = re.compile(f"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
     assert _holds_word(text, word) == (pattern.search(text) is not None)
+
+
+def test_a_word_list_cut_at_its_depth_names_no_holders(svc):
+    add(svc, "s1", "The violin was in the attic.", "Violins and violas for sale.", "A violinist played.")
+    with svc.store.connection("u", create=False) as conn:
+        cut, whole = TermIndex(conn), TermIndex(conn)
+        assert len(cut.ranked((Term("words", "violin"),), 1)) == 1
+        assert cut.holders("violin") is None  # one of two holders read: the others are unknown
+        assert len(whole.ranked((Term("words", "violin"),), 10)) == 2
+        assert whole.holders("violin") is not None and len(whole.holders("violin")) == 2

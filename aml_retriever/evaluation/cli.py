@@ -338,7 +338,10 @@ def replay(argv: Sequence[str] | None = None) -> int:
         conversations = [dataset.with_prefix(c, args.user_prefix) for c in dataset.load_many(args.replay)]
         add = None if args.skip_add else runner.add_all(backend, conversations, args.concurrency, progress)
         outcomes = runner.search_all(backend, conversations, args.top_k, args.concurrency, progress)
-    except (EvalError, ValueError, OSError, KeyError) as exc:
+    except ValueError as exc:  # files missing or not readable as replay files: said in full
+        print(f"replay: {exc}", file=sys.stderr)
+        return 1
+    except (EvalError, OSError, KeyError) as exc:
         print(f"replay: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -1,6 +1,6 @@
 """The one shape every evaluation reads: conversations of Adds, and questions with gold evidence.
 
-Two file formats load into it:
+Three file formats load into it:
 
 - a **dataset** (`{"format": "aml-eval/1", "conversations": [...]}`), what the synthetic
   generator writes: each conversation has `user_id`, `adds` (the /add request bodies, in order)
@@ -8,7 +8,11 @@ Two file formats load into it:
   (the Add that carried it, the message's index in that Add, and its exact text);
 - a **replay file** (one conversation: `user_id`, `adds`, `dia` mapping a turn id to
   `{"content", "add", ...}`, and `questions` whose `evidence` lists turn ids), what
-  `scripts/prepare_public_data.py` writes from LoCoMo and LongMemEval.
+  `scripts/prepare_public_data.py` writes from LoCoMo and LongMemEval;
+- a **conversation with evidence texts** (`user_id`, `adds`, and `questions` whose `evidence`
+  lists the exact contents of the evidence messages; optional `conv` naming the set, such as
+  `beam-100K-1`), the shape of converted BEAM and MemDaily development files. A question without
+  evidence is one whose answer is not in memory (an abstention).
 
 Gold evidence is matched to results by its exact text (see metrics.py): message ids are opaque
 and assigned by the server, so the text is the one identifier every server shares.
@@ -118,6 +122,24 @@ def from_replay(data: Mapping[str, Any], suite: str | None = None) -> Conversati
     return Conversation(data["user_id"], adds, tuple(questions))
 
 
+def from_texts(data: Mapping[str, Any]) -> Conversation:
+    """A conversation whose questions give their evidence as exact message contents. Each text
+    is located in the Adds (its first occurrence); one the Adds lack is still scored by its text."""
+    adds = tuple(data["adds"])
+    where = {}
+    for add in reversed(adds):
+        for position, message in reversed(list(enumerate(add["messages"]))):
+            where[message["content"]] = (add["request_id"], position)
+    suite = str(data.get("conv", "")).split("-", 1)[0] or "replay"
+    questions = []
+    for raw in data["questions"]:
+        evidence = tuple(Evidence(*where.get(text, ("", -1)), text) for text in raw.get("evidence", []))
+        questions.append(Question(raw["qid"], raw["question"], suite, str(raw.get("category", "")),
+                                  evidence, str(raw.get("answer", "")),
+                                  bool(raw.get("adversarial", False)) or not evidence))
+    return Conversation(data["user_id"], adds, tuple(questions))
+
+
 def _locate_turn(adds: tuple[dict[str, Any], ...], turn: Mapping[str, Any]) -> Evidence:
     add = adds[turn["add"]]
     for position, message in enumerate(add["messages"]):
@@ -138,7 +160,10 @@ def load(path: str | Path) -> list[Conversation]:
                 for c in data["conversations"]]
     if isinstance(data, dict) and {"adds", "dia", "questions"} <= data.keys():
         return [from_replay(data)]
-    raise ValueError(f"{path}: neither an {FORMAT} dataset nor a replay file")
+    if isinstance(data, dict) and {"user_id", "adds", "questions"} <= data.keys():
+        return [from_texts(data)]
+    raise ValueError(f"{path}: neither an {FORMAT} dataset, a replay file nor a conversation "
+                     "with evidence texts")
 
 
 def load_many(paths: Iterable[str | Path]) -> list[Conversation]:
@@ -149,11 +174,22 @@ def load_many(paths: Iterable[str | Path]) -> list[Conversation]:
     return out
 
 
+# What a missing or empty --replay path is told to run first.
+MAKE_FILES = ("write some with `python3 scripts/run_eval.py --suite mixed --scale small --seeds 1 "
+              "--write-data DIR` (synthetic) or `python3 scripts/prepare_public_data.py --locomo "
+              "PATH --out DIR` (public data)")
+
+
 def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
+        if not path.exists():
+            raise ValueError(f"{raw}: no such file or directory; {MAKE_FILES}")
         if path.is_dir():
-            yield from sorted(path.glob("*.json"))
+            found = sorted(path.glob("*.json"))
+            if not found:
+                raise ValueError(f"{raw}: no *.json replay or dataset files in it; {MAKE_FILES}")
+            yield from found
         else:
             yield path
 

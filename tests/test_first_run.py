@@ -1,0 +1,64 @@
+"""A new user's first run: the README's commands work as pasted, in a fresh copy of the checkout,
+and the two READMEs show the same commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README_URL = "http://127.0.0.1:8080"
+
+
+def code_lines(readme: str) -> list[str]:
+    """Every command line of the README's bash and json blocks, comments dropped, in order."""
+    out = []
+    for body in re.findall(r"```(?:bash|json)\n(.*?)```", (ROOT / readme).read_text(), re.S):
+        for line in body.splitlines():
+            code = re.sub(r"\s+#\s.*$", "", line).rstrip()
+            if code and not code.lstrip().startswith("#"):
+                out.append(code)
+    return out
+
+
+def fresh_copy(tmp_path: Path) -> Path:
+    """What a clone holds that the commands run: the package and the scripts."""
+    clone = tmp_path / "clone"
+    for part in ("aml_retriever", "scripts"):
+        shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return clone
+
+
+def test_both_readmes_show_the_same_commands_in_the_same_order():
+    english, chinese = code_lines("README.md"), code_lines("README.zh.md")
+    assert len(english) > 40
+    assert english == chinese
+
+
+def test_readme_replay_runs_as_pasted_in_a_fresh_copy(tmp_path, app):
+    """The Evaluation block's last two lines: the first writes what the replay reads."""
+    lines = code_lines("README.md")
+    replay = next(line for line in lines if line.startswith("python3 scripts/replay.py"))
+    writer = lines[lines.index(replay) - 1]
+    assert "--write-data eval_out/replay/" in writer and "--replay eval_out/replay/" in replay
+    clone = fresh_copy(tmp_path)
+    for line in (writer, replay.replace(README_URL, app.url)):
+        done = subprocess.run(["bash", "-c", line], cwd=clone, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((clone / "eval_out" / "replay-server.json").read_text())
+    assert result["summary"]["groups"]["all"]["n"] > 20
+    assert result["search"]["contract_violations"] == {}
+
+
+def test_replay_without_its_files_says_how_to_make_them(tmp_path):
+    clone = fresh_copy(tmp_path)
+    (clone / "eval_out" / "empty").mkdir(parents=True)
+    for folder in ("eval_out/replay/", "eval_out/empty/"):
+        done = subprocess.run(["python3", "scripts/replay.py", "--url", README_URL, "--replay",
+                               folder], cwd=clone, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.startswith(f"replay: {folder}") and "--write-data DIR" in done.stderr
