@@ -495,7 +495,7 @@ def erase_user_rows(conn: sqlite3.Connection) -> dict[str, int]:
         conn.execute(f"DELETE FROM {table}")
     for table in ("speakers", "removals", "tombstones"):
         conn.execute(f"DELETE FROM {table}")
-    conn.execute("DELETE FROM meta WHERE key = 'user_id'")
+    conn.execute("DELETE FROM meta WHERE key = 'user_id'")  # the file names its user (listing.py)
     for index in INDEXES:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
     audit.erase(conn)
