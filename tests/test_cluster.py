@@ -342,8 +342,9 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
             b"X-Padding: " + b"p" * 90_000 + b"\r\nContent-Length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body))
         assert crowded.startswith(b"HTTP/1.1 431") and b"x-aml-shard" not in crowded.lower()
-        stats = client.request("GET", "/stats")
-        assert stats.status == 404 and "cluster.sh stats" in stats.body["error"]["message"]
+        for path in ("/stats", "/metrics", "/users"):  # one shard's: asked of each shard
+            answer = client.request("GET", path)
+            assert answer.status == 404 and "cluster.sh stats" in answer.body["error"]["message"]
     finally:
         client.close()
 
