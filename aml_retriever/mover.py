@@ -43,7 +43,7 @@ from aml_retriever.sharding import (
     HOLD,
     bucket_of_file,
     changing_map,
-    fsync_directory,
+    fsync_path,
     placement,
     read_map,
     write_map,
@@ -302,10 +302,10 @@ def _copy(source: Store, target: Store, name: str) -> tuple[str, bool]:
             _unlink_parts(partial)
             raise
         dst.close()
-    _fsync(partial)
+    fsync_path(partial)
     os.replace(partial, dst_path)
     _unlink_parts(partial)  # its WAL and shared-memory files, if closing left them
-    fsync_directory(dst_path.parent)
+    fsync_path(dst_path.parent)
     return digest, True
 
 
@@ -418,7 +418,7 @@ def _remove_unused(path: Path) -> bool:
             except OSError:
                 return False
         _unlink_parts(path)
-        fsync_directory(path.parent)
+        fsync_path(path.parent)
         return True
     finally:
         if fd is not None:
@@ -430,9 +430,3 @@ def _unlink_parts(path: Path) -> None:
         part.unlink(missing_ok=True)
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -96,11 +96,11 @@ def write_map(path: Path, buckets: Mapping[int, str]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(partial, path)
-    fsync_directory(path.parent)
+    fsync_path(path.parent)
 
 
-def fsync_directory(path: Path) -> None:
-    """Make a rename or an unlink in `path` durable."""
+def fsync_path(path: Path) -> None:
+    """Make a file's writes, or a rename or an unlink in a directory, durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

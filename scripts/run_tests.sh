@@ -11,35 +11,35 @@ PYTHON="${PYTHON:-python3}"
   echo "aml_retriever needs Python >= 3.11 (found $("$PYTHON" --version 2>&1))" >&2; exit 1; }
 "$PYTHON" -m aml_retriever check || { echo "this Python's SQLite lacks what aml_retriever needs" >&2; exit 1; }
 
+# pip install, wherever this Python lets it: the environment, the user's site, or a Debian system
+# Python that asks for --break-system-packages.
+pip_install() {
+  "$PYTHON" -m pip install --quiet "$@" 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --user "$@" 2>/dev/null \
+    || "$PYTHON" -m pip install --quiet --break-system-packages "$@"
+}
+
 missing=()
 "$PYTHON" -c 'import pytest' 2>/dev/null || missing+=(pytest)
 "$PYTHON" -c 'import hypothesis' 2>/dev/null || missing+=(hypothesis)
 "$PYTHON" -c 'import jsonschema' 2>/dev/null || missing+=(jsonschema)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing test tools: ${missing[*]}" >&2
-  "$PYTHON" -m pip install --quiet "${missing[@]}" 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --user "${missing[@]}" 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --break-system-packages "${missing[@]}"
+  pip_install "${missing[@]}"
 fi
 
 # The official MCP SDK drives the MCP server in tests/test_mcp_sdk.py. It is optional: when it cannot be
 # installed (offline, an unsupported platform) those tests skip and say why; every other test still runs.
 if ! "$PYTHON" -c 'import mcp.client.stdio' 2>/dev/null; then
   echo "installing the test-only MCP SDK: mcp" >&2
-  "$PYTHON" -m pip install --quiet mcp 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --user mcp 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --break-system-packages mcp 2>/dev/null \
-    || echo "could not install mcp: the MCP SDK tests will be skipped" >&2
+  pip_install mcp 2>/dev/null || echo "could not install mcp: the MCP SDK tests will be skipped" >&2
 fi
 
 # prometheus_client's parser reads GET /metrics in tests/test_metrics.py beside the parser written for
 # the tests. Optional too: without it that one comparison skips and says why.
 if ! "$PYTHON" -c 'import prometheus_client.parser' 2>/dev/null; then
   echo "installing the test-only Prometheus client: prometheus_client" >&2
-  "$PYTHON" -m pip install --quiet prometheus_client 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --user prometheus_client 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --break-system-packages prometheus_client 2>/dev/null \
-    || echo "could not install prometheus_client: its parser comparison will be skipped" >&2
+  pip_install prometheus_client 2>/dev/null || echo "could not install prometheus_client: its parser comparison will be skipped" >&2
 fi
 
 # The inspector page is tested in a real headless browser (tests/test_inspector_browser.py): Debian's chromium
@@ -51,10 +51,7 @@ if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
 fi
 if ! "$PYTHON" -c 'import selenium' 2>/dev/null; then
   echo "installing the test-only browser driver: selenium" >&2
-  "$PYTHON" -m pip install --quiet selenium 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --user selenium 2>/dev/null \
-    || "$PYTHON" -m pip install --quiet --break-system-packages selenium 2>/dev/null \
-    || echo "could not install selenium: the browser tests will be skipped" >&2
+  pip_install selenium 2>/dev/null || echo "could not install selenium: the browser tests will be skipped" >&2
 fi
 
 # HAProxy (2.6 or later) routes the cluster tests (tests/test_cluster.py). Installed with apt-get when
