@@ -1,4 +1,21 @@
-"""aml_retriever: a deterministic, evidence-first memory retriever for LLM agents."""
+"""aml_retriever: a deterministic, evidence-first memory retriever for LLM agents.
+
+The folders are the layers, lowest first; a layer imports only those below it:
+
+    common/      errors and the table of ranking signals (imports nothing of the package)
+    analysis/    text: index terms, stop words, dates, features
+    storage/     SQLite: the catalog, one file per user, schema, audit, visibility, views
+    engine/      a Search: question plan, candidate lists, signals, fusion, selection
+    memory/      the service transports call: Add, Search, delete, statements, pages, export
+    agents/      the two memories of an agent and the MCP server
+    http/        the HTTP transport: connections, framing, routes, inspector, logs, metrics
+    cluster/     user-sharded servers behind HAProxy
+    evaluation/  suites, public data, metrics and the runner (over any of the above)
+
+At the top, the entry points and the settings table: `cli` (every subcommand), `app` (assembles
+a store, the service and the HTTP server, and stops them), `processes` (`serve --processes N`),
+`settings` (every server setting, from defaults, a file, the environment and flags).
+"""
 
 # The one place the version is written: pyproject.toml reads it (dynamic version), and
 # `--version`, GET /health, the MCP server's serverInfo and docs/changelog.md follow it.

@@ -10,12 +10,12 @@ import socket
 import threading
 from pathlib import Path
 
-from aml_retriever.errors import StoreError
-from aml_retriever.metrics import Metrics, Peers, Publisher, StoreScan
-from aml_retriever.server import AmlHTTPServer, Checkpointer, is_loopback
-from aml_retriever.service import MemoryService
+from aml_retriever.common.errors import StoreError
+from aml_retriever.http.metrics import Metrics, Peers, Publisher, StoreScan
+from aml_retriever.http.server import AmlHTTPServer, Checkpointer, is_loopback
+from aml_retriever.memory.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.store import IDLE_CONNECTIONS, Store
+from aml_retriever.storage.store import IDLE_CONNECTIONS, Store
 
 log = logging.getLogger("aml_retriever.server")
 # Below this much free space on the store's disk, start-up warns that writes will fail: an Add

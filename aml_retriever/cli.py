@@ -23,16 +23,19 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from aml_retriever import __version__, audit, exchange, logs
-from aml_retriever.backup import backup
-from aml_retriever.errors import AmlError, InvalidField
-from aml_retriever.lifecycle import Statements
-from aml_retriever.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
-from aml_retriever.service import MemoryService
+from aml_retriever import __version__
+from aml_retriever.agents.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
+from aml_retriever.common.errors import AmlError, InvalidField
+from aml_retriever.http import logs
+from aml_retriever.memory import exchange
+from aml_retriever.memory.lifecycle import Statements
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_user
 from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
-from aml_retriever.store import QUARANTINE, Store
-from aml_retriever.tokenizer import FTS_TOKENIZE
-from aml_retriever.validation import parse_user
+from aml_retriever.storage import audit
+from aml_retriever.storage.backup import backup
+from aml_retriever.storage.store import QUARANTINE, Store
 
 MIN_PYTHON = (3, 11)
 # Below this open-file limit a server's sockets and user files crowd each other out (app.py
@@ -341,7 +344,7 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from aml_retriever.mcp_server import serve_stdio
+    from aml_retriever.agents.mcp_server import serve_stdio
 
     config = _settings(args)
     logs.configure(config.log_level, config.log_format)

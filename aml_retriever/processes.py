@@ -24,9 +24,9 @@ import socket
 import sys
 from types import FrameType
 
-from aml_retriever.metrics import Peers
+from aml_retriever.http.metrics import Peers
 from aml_retriever.settings import Config
-from aml_retriever.store import Store
+from aml_retriever.storage.store import Store
 
 log = logging.getLogger("aml_retriever.server")
 PR_SET_PDEATHSIG = 1  # prctl(2)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aml_retriever.errors import InvalidField
-from aml_retriever.signals import DEFAULT_WEIGHTS, SIGNAL_NAMES, RetrievalConfig
+from aml_retriever.common.errors import InvalidField
+from aml_retriever.common.signals import DEFAULT_WEIGHTS, SIGNAL_NAMES, RetrievalConfig
 
 _RETRIEVAL = RetrievalConfig()
 

@@ -74,9 +74,9 @@ from benchlib import (
 )
 from corpus import ADD_SIZE, conversation, generated
 
-from aml_retriever.service import MemoryService
-from aml_retriever.tokenizer import FTS_TOKENIZE
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message
 
 PATHS = ("service", "bare", "searchable")
 LEVELS = ("FULL", "NORMAL")

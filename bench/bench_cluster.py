@@ -2,7 +2,7 @@
 
 What it does
 ------------
-1. Starts two clusters with the real tools (`aml_retriever.cluster`: `serve` shards behind
+1. Starts two clusters with the real tools (`aml_retriever.cluster.control`: `serve` shards behind
    HAProxy, default server settings, an API key): one of 1 shard and one of 2 shards, on free
    loopback ports, each over fresh stores.
 2. Pre-loads the same `--users` chat users (`corpus.conversation`) of `--user-messages` messages
@@ -74,10 +74,10 @@ from benchlib import (
 )
 from corpus import ADD_SIZE, chat_questions, generated
 
-from aml_retriever.cluster import Layout, Spec, start, stop
-from aml_retriever.errors import ClusterError
-from aml_retriever.haproxy import version
-from aml_retriever.sharding import placement, shard_of
+from aml_retriever.cluster.control import Layout, Spec, start, stop
+from aml_retriever.cluster.haproxy import version
+from aml_retriever.cluster.sharding import placement, shard_of
+from aml_retriever.common.errors import ClusterError
 
 QUESTIONS_PER_USER = 50
 WARMUP_REQUESTS = 3

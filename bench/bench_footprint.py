@@ -85,10 +85,10 @@ from corpus import (
     word_queries,
 )
 
-from aml_retriever.query import plan
-from aml_retriever.service import MemoryService
-from aml_retriever.store import IDLE_CONNECTIONS, Store
-from aml_retriever.validation import SearchRequest
+from aml_retriever.engine.query import plan
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import SearchRequest
+from aml_retriever.storage.store import IDLE_CONNECTIONS, Store
 
 TOP_K = 10
 FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message_index MATCH ? "

@@ -76,8 +76,8 @@ from benchlib import (
 )
 from corpus import ADD_SIZE, Generated, chat_questions, conversation, generated
 
-from aml_retriever.service import MemoryService
-from aml_retriever.validation import SearchRequest
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import SearchRequest
 
 WORKLOADS = ("search", "add", "mix")
 MIX_SEARCH_SHARE = 0.8

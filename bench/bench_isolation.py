@@ -76,10 +76,10 @@ from corpus import (
     write_adds,
 )
 
-from aml_retriever.service import MemoryService
-from aml_retriever.store import Store
-from aml_retriever.tokenizer import match_expression, query_terms
-from aml_retriever.validation import SearchRequest
+from aml_retriever.analysis.tokenizer import match_expression, query_terms
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import SearchRequest
+from aml_retriever.storage.store import Store
 
 TARGET_USER = "target-user"
 # The floor: FTS5 alone, no service code around it (as given in the brief; bm25 with default weights).

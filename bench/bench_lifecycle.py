@@ -34,11 +34,11 @@ from benchlib import (
 )
 from corpus import vocabulary
 
-from aml_retriever import timeline
-from aml_retriever.scopes import ScopedMemory
-from aml_retriever.service import MemoryService
-from aml_retriever.timeline import ReadFilter, Visibility
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.agents.scopes import ScopedMemory
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
+from aml_retriever.storage import timeline
+from aml_retriever.storage.timeline import ReadFilter, Visibility
 
 MAX_RATIO = 1.10
 DAY_MS = 86_400_000

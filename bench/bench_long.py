@@ -63,9 +63,9 @@ from benchlib import (
 )
 from corpus import adds_of, long_messages, word_messages, word_queries
 
-from aml_retriever.query import plan
-from aml_retriever.service import MemoryService
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.engine.query import plan
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 
 SHAPES: dict[str, Callable[[int, str, int], list[Message]]] = {"long": long_messages, "short": word_messages}
 TOP_K = 100

@@ -87,10 +87,10 @@ from corpus import (
     write_adds,
 )
 
-from aml_retriever.query import plan
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import RetrievalConfig
-from aml_retriever.validation import SearchRequest
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.engine.query import plan
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import SearchRequest
 
 TOP_KS = (10, 100)  # the default and the largest top_k the service accepts
 # Questions are drawn from this many first messages, which every size holds, so every size is

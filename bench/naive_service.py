@@ -24,7 +24,7 @@ from typing import Any
 
 import benchlib  # noqa: F401  (makes the repository importable)
 
-from aml_retriever.tokenizer import FTS_TOKENIZE
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 
 SCHEMA = f"CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(content, tokenize=\"{FTS_TOKENIZE}\")"
 SEARCH_SQL = "SELECT rowid, content, rank FROM messages WHERE messages MATCH ? ORDER BY rank LIMIT ?"

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aml_retriever.cli import build_parser
-from aml_retriever.errors import AmlError
+from aml_retriever.common.errors import AmlError
 from aml_retriever.settings import SETTINGS, load
 
 PROC = Path("/proc")

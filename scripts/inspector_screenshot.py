@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from aml_retriever.app import App  # noqa: E402
-from aml_retriever.lifecycle import Statements  # noqa: E402
+from aml_retriever.memory.lifecycle import Statements  # noqa: E402
+from aml_retriever.memory.validation import parse_add  # noqa: E402
 from aml_retriever.settings import load  # noqa: E402
-from aml_retriever.validation import parse_add  # noqa: E402
 
 KEY = "demo-key"
 USER = "maya"

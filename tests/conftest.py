@@ -173,7 +173,7 @@ def _quiet_access_log(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.fixture
 def memory(tmp_path: Any) -> Iterator[Any]:
     """An agent's two memories (project and account) in the test's directory."""
-    from aml_retriever.scopes import ScopedMemory
+    from aml_retriever.agents.scopes import ScopedMemory
 
     memory = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
     yield memory

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from reliability_support import user_file
 
-from aml_retriever.features import extract
-from aml_retriever.migrations import SHARD_FORMAT, SHARD_MIGRATIONS
-from aml_retriever.store import Store
-from aml_retriever.tokenizer import index_text
+from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.tokenizer import index_text
+from aml_retriever.storage.migrations import SHARD_FORMAT, SHARD_MIGRATIONS
+from aml_retriever.storage.store import Store
 
 # An Add as the tests write it: (request id, session id, [(role, content, timestamp ms)]).
 OldAdd = tuple[str, str, list[tuple[str, str, int]]]

@@ -6,8 +6,8 @@ import pytest
 from conftest import Client
 
 from aml_retriever.app import App
-from aml_retriever.errors import StoreError
-from aml_retriever.routes import OPEN_PATH, ROUTES
+from aml_retriever.common.errors import StoreError
+from aml_retriever.http.routes import OPEN_PATH, ROUTES
 from aml_retriever.settings import load
 
 KEY = "k3y-with-ünïcode-✓"

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from aml_retriever.fusion import Candidate, WordBudget, select
-from aml_retriever.service import MemoryService
-from aml_retriever.tokenizer import reading_words
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.analysis.tokenizer import reading_words
+from aml_retriever.engine.fusion import Candidate, WordBudget, select
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 
 WORDS = {1: 5, 2: 50, 3: 8, 4: 3}
 CONTENT = {m: f"message {m}" for m in WORDS}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from aml_retriever.cli import main
-from aml_retriever.service import MemoryService
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,13 +30,11 @@ from typing import Any
 import pytest
 from conftest import Client
 
-from aml_retriever import __version__, mover
-from aml_retriever.cluster import Layout, mover_cluster
-from aml_retriever.errors import ClusterError
-from aml_retriever.evaluation import synthetic
-from aml_retriever.evaluation.dataset import with_prefix
-from aml_retriever.haproxy import version
-from aml_retriever.sharding import (
+from aml_retriever import __version__
+from aml_retriever.cluster import mover
+from aml_retriever.cluster.control import Layout, mover_cluster
+from aml_retriever.cluster.haproxy import version
+from aml_retriever.cluster.sharding import (
     BUCKETS,
     HOLD,
     bucket_of,
@@ -45,7 +43,10 @@ from aml_retriever.sharding import (
     placement,
     read_map,
 )
-from aml_retriever.store import shard_name
+from aml_retriever.common.errors import ClusterError
+from aml_retriever.evaluation import synthetic
+from aml_retriever.evaluation.dataset import with_prefix
+from aml_retriever.storage.store import shard_name
 
 
 def _haproxy_missing() -> str | None:

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from aml_retriever.dates import covers, extract_dates
+from aml_retriever.analysis.dates import covers, extract_dates
 
 THURSDAY_25_MAY_2023 = int(dt.datetime(2023, 5, 25, 14, 0, tzinfo=dt.UTC).timestamp() * 1000)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from aml_retriever.common.signals import SIGNAL_NAMES, SIGNALS, RetrievalConfig
 from aml_retriever.evaluation import ablation, experiment, scan
-from aml_retriever.signals import SIGNAL_NAMES, SIGNALS, RetrievalConfig
 
 
 def summary(**values: float | None) -> dict:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from aml_retriever.common.signals import SIGNALS
 from aml_retriever.evaluation import cli, dataset, public_data
-from aml_retriever.signals import SIGNALS
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--suite", "classic", "--scale", "tiny", "--difficulty", "easy", "--seeds", "1", "--quiet",

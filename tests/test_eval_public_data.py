@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aml_retriever.evaluation import cli, dataset, public_data
-from aml_retriever.validation import parse_add
+from aml_retriever.memory.validation import parse_add
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
 

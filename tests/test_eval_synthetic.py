@@ -15,7 +15,7 @@ import pytest
 from aml_retriever.evaluation import dataset, suites, synthetic
 from aml_retriever.evaluation.suites import SUITES
 from aml_retriever.evaluation.vocab import ABSENT_TOPICS, MONTHS, WEEKDAYS
-from aml_retriever.validation import parse_add
+from aml_retriever.memory.validation import parse_add
 
 
 def generate(suite: str = "mixed", difficulty: str = "mixed", seed: int = 1, scale: str = "tiny"):

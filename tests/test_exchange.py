@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from conftest import Client, start_app
 
-from aml_retriever import exchange
 from aml_retriever.cli import main
 from aml_retriever.evaluation import synthetic
-from aml_retriever.lifecycle import Statements
-from aml_retriever.service import MemoryService
-from aml_retriever.timeline import ReadFilter
-from aml_retriever.validation import SearchRequest, parse_add
+from aml_retriever.memory import exchange
+from aml_retriever.memory.lifecycle import Statements
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import SearchRequest, parse_add
+from aml_retriever.storage.timeline import ReadFilter
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from aml_retriever import retrieval
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
-from aml_retriever.validation import AddRequest, Message, SearchRequest, parse_search
+from aml_retriever.common.signals import SIGNAL_NAMES, RetrievalConfig
+from aml_retriever.engine import retrieval
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest, parse_search
 
 T0 = 1_700_000_000_000
 CORPUS = {

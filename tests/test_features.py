@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever import dates, features
-from aml_retriever.features import Features, extract
+from aml_retriever.analysis import dates, features
+from aml_retriever.analysis.features import Features, extract
 
 
 @pytest.mark.parametrize("features", [

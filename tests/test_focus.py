@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from aml_retriever.candidates import MAX_QUERY_TERMS, Term, TermIndex
-from aml_retriever.focus import ASIDE_WEIGHT, ask_and_aside, weighted_terms
-from aml_retriever.query import content_terms, plan
-from aml_retriever.service import MemoryService
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.engine.candidates import MAX_QUERY_TERMS, Term, TermIndex
+from aml_retriever.engine.focus import ASIDE_WEIGHT, ask_and_aside, weighted_terms
+from aml_retriever.engine.query import content_terms, plan
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 
 CHATTER = ("今天天气真好，阳光明媚，真想去海边散散步。说起海边，上次学游泳的时候还没学会换气呢，"
            "得找个时间继续练习。对了，家里那盆绿萝长得真好，不知道什么时候开花。")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.fusion import Candidate, rrf, select
+from aml_retriever.engine.fusion import Candidate, rrf, select
 
 
 def reference_rrf(lists, weights, k):

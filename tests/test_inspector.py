@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import Client, start_app
 
-from aml_retriever import inspector
+from aml_retriever.http import inspector
 
 ROOT = Path(__file__).resolve().parent.parent
-UI = ROOT / "aml_retriever" / "ui"
+UI = ROOT / "aml_retriever" / "http" / "ui"
 KEY = "inspector-key"
 
 

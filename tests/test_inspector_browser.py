@@ -14,7 +14,7 @@ import shutil
 import pytest
 from conftest import Client, start_app
 
-from aml_retriever.lifecycle import Statements
+from aml_retriever.memory.lifecycle import Statements
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
                                 "(scripts/run_tests.sh installs it as a test-only tool)")

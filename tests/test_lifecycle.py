@@ -12,8 +12,8 @@ from conftest import Client
 from reliability_support import open_user, store_bytes
 
 from aml_retriever.cli import main
-from aml_retriever.service import MemoryService
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message
 
 MARKER = "zqxmarker7781"
 CJK_MARKER = "独特标记"
@@ -102,9 +102,9 @@ def test_cli_purge_needs_yes_and_refuses_while_a_server_runs(app, client, capsys
 
 def test_cli_purge_empties_the_store(tmp_path, capsys):
     db = tmp_path / "aml.db"
-    from aml_retriever.service import MemoryService
-    from aml_retriever.store import Store
-    from aml_retriever.validation import AddRequest, Message
+    from aml_retriever.memory.service import MemoryService
+    from aml_retriever.memory.validation import AddRequest, Message
+    from aml_retriever.storage.store import Store
 
     store = Store(db)
     MemoryService(store).add(AddRequest("r1", "alice", "s1", (Message("user", MARKER, 1),)))

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import Client
 
-from aml_retriever import logs
-from aml_retriever.logs import JsonFormatter
+from aml_retriever.http import logs
+from aml_retriever.http.logs import JsonFormatter
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "logsecret5813"

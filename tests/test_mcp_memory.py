@@ -13,19 +13,19 @@ from conftest import ids
 from old_schema import write_old_user
 from reliability_support import open_user, store_bytes
 
-from aml_retriever.errors import InvalidField, NotFound
-from aml_retriever.lifecycle import Tombstoned, fingerprint
-from aml_retriever.migrations import SHARD_MIGRATIONS
-from aml_retriever.scopes import (
+from aml_retriever.agents.scopes import (
     MEMORY_USER,
     AmbiguousText,
     ScopedMemory,
     default_global_root,
     parse_statement_id,
 )
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import SIGNAL_NAMES
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.common.errors import InvalidField, NotFound
+from aml_retriever.common.signals import SIGNAL_NAMES
+from aml_retriever.memory.lifecycle import Tombstoned, fingerprint
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message
+from aml_retriever.storage.migrations import SHARD_MIGRATIONS
 
 
 def shard(memory: ScopedMemory, scope: str) -> sqlite3.Connection:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aml_retriever.mcp_server import MAX_MESSAGE_BYTES, PROTOCOL_VERSIONS, leading_id
+from aml_retriever.agents.mcp_server import MAX_MESSAGE_BYTES, PROTOCOL_VERSIONS, leading_id
 
 ROOT = Path(__file__).resolve().parent.parent
 

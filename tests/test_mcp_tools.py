@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.mcp_server import (
+from aml_retriever.agents.mcp_server import (
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
     PROTOCOL_VERSIONS,
@@ -22,7 +22,7 @@ from aml_retriever.mcp_server import (
     McpServer,
     _conforms,
 )
-from aml_retriever.scopes import ScopedMemory
+from aml_retriever.agents.scopes import ScopedMemory
 
 
 @pytest.fixture

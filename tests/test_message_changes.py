@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from aml_retriever.lifecycle import Statements, Tombstoned
+from aml_retriever.memory.lifecycle import Statements, Tombstoned
 
 
 def contents(client, user: str, status: str = "current") -> list[str]:

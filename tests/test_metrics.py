@@ -21,7 +21,7 @@ import pytest
 from conftest import Client, saturated
 from prometheus_text import MetricFamily, parse
 
-from aml_retriever.metrics import BUCKETS, CONTENT_TYPE, PEER_SLOT_BYTES, Peers, StoreScan, render
+from aml_retriever.http.metrics import BUCKETS, CONTENT_TYPE, PEER_SLOT_BYTES, Peers, StoreScan, render
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "metricsecret4471"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_retriever.routes import ROUTES
+from aml_retriever.http.routes import ROUTES
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -78,7 +78,7 @@ def test_real_responses_match_the_document(make_app):
 def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
     from conftest import Client
 
-    from aml_retriever.lifecycle import Statements
+    from aml_retriever.memory.lifecycle import Statements
 
     app = make_app(api_key="k")
     c = Client(app.port, api_key="k")
@@ -128,7 +128,7 @@ def test_every_line_of_a_real_export_matches_the_document(make_app):
 
     from conftest import Client
 
-    from aml_retriever.lifecycle import Statements
+    from aml_retriever.memory.lifecycle import Statements
 
     app = make_app(api_key="k")
     c = Client(app.port, api_key="k")

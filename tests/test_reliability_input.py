@@ -22,11 +22,11 @@ from conftest import Client, start_app
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.dates import extract_dates
-from aml_retriever.errors import AmlError, InvalidBody
-from aml_retriever.query import plan
-from aml_retriever.tokenizer import FTS_TOKENIZE, match_expression, query_terms
-from aml_retriever.validation import parse_add, parse_json, parse_search
+from aml_retriever.analysis.dates import extract_dates
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE, match_expression, query_terms
+from aml_retriever.common.errors import AmlError, InvalidBody
+from aml_retriever.engine.query import plan
+from aml_retriever.memory.validation import parse_add, parse_json, parse_search
 
 # Planted in generated text: an error that quotes the caller's text would show it.
 CANARY = "cnry7Q"

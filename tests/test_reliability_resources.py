@@ -181,10 +181,10 @@ def test_a_file_size_limit_is_507_and_the_server_lives_on(tmp_path):
 
 NO_DESCRIPTORS_SCRIPT = """
 import json, os, resource, sys, time
-from aml_retriever.errors import AmlError
-from aml_retriever.service import MemoryService
-from aml_retriever.store import Store
-from aml_retriever.validation import AddRequest, Message
+from aml_retriever.common.errors import AmlError
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.storage.store import Store
+from aml_retriever.memory.validation import AddRequest, Message
 service = MemoryService(Store(sys.argv[1], idle_connections=2))
 in_use = len(os.listdir("/proc/self/fd"))
 resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 8, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))

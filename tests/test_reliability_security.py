@@ -13,7 +13,7 @@ import pytest
 from conftest import Client
 from reliability_support import ROOT, exchange, responses
 
-import aml_retriever.server as server_module
+import aml_retriever.http.server as server_module
 from aml_retriever.cli import main
 
 KEY = "k-7f3a9c1e-secret"

@@ -88,7 +88,7 @@ def test_past_the_cap_with_no_idle_connection_the_slowest_sender_goes(make_app):
 
 
 def test_bodies_arriving_are_bounded_in_memory_all_together(make_app, monkeypatch):
-    from aml_retriever import connections
+    from aml_retriever.http import connections
 
     monkeypatch.setattr(connections, "MAX_BUFFERED_BYTES", 300_000)
     app = make_app(max_body_bytes=1_048_576, socket_timeout=30.0)

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.candidates import Term, TermIndex
-from aml_retriever.query import plan
-from aml_retriever.retrieval import Retrieval, _exact_words, _holds_word
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.common.signals import SIGNAL_NAMES, RetrievalConfig
+from aml_retriever.engine.candidates import Term, TermIndex
+from aml_retriever.engine.query import plan
+from aml_retriever.engine.retrieval import Retrieval, _exact_words, _holds_word
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 
 DAY_MS = 86_400_000
 T0 = int(dt.datetime(2023, 1, 10, 12, tzinfo=dt.UTC).timestamp() * 1000)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aml_retriever.cli import COMMANDS
-from aml_retriever.errors import InvalidField
+from aml_retriever.common.errors import InvalidField
 from aml_retriever.settings import SETTINGS, example_config, load, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent

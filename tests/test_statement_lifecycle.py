@@ -12,11 +12,11 @@ import pytest
 from conftest import Client, ids
 from reliability_support import open_user, store_bytes
 
-from aml_retriever.lifecycle import Replaced, Tombstoned
-from aml_retriever.scopes import ScopedMemory
-from aml_retriever.service import MemoryService
-from aml_retriever.timeline import ReadFilter
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.agents.scopes import ScopedMemory
+from aml_retriever.memory.lifecycle import Replaced, Tombstoned
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
+from aml_retriever.storage.timeline import ReadFilter
 
 
 def local_file(memory: ScopedMemory) -> sqlite3.Connection:
@@ -245,7 +245,7 @@ def test_search_without_the_extensions_answers_as_before_and_with_them_filters(c
 
 
 def test_a_user_file_of_schema_4_upgrades_with_record_times_and_an_empty_log(tmp_path):
-    from aml_retriever.migrations import SHARD_MIGRATIONS
+    from aml_retriever.storage.migrations import SHARD_MIGRATIONS
 
     db = tmp_path / "aml.db"
     service = MemoryService.open(str(db))

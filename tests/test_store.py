@@ -9,13 +9,18 @@ import pytest
 from old_schema import LAST_WITH_WINDOW_ROWS, write_old_user
 from reliability_support import broken_adds, integrity, open_user
 
-from aml_retriever import store as store_module
-from aml_retriever.errors import StoreError
-from aml_retriever.migrations import CATALOG_MIGRATIONS, CATALOG_SCHEMA, SHARD_MIGRATIONS, SHARD_SCHEMA
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
-from aml_retriever.store import Store
-from aml_retriever.validation import AddRequest, Message, SearchRequest
+from aml_retriever.common.errors import StoreError
+from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
+from aml_retriever.storage import store as store_module
+from aml_retriever.storage.migrations import (
+    CATALOG_MIGRATIONS,
+    CATALOG_SCHEMA,
+    SHARD_MIGRATIONS,
+    SHARD_SCHEMA,
+)
+from aml_retriever.storage.store import Store
 
 
 def add(service: MemoryService, user: str, request_id: str, *contents: str) -> None:
@@ -36,7 +41,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path):
     add(MemoryService(store), "alice", "r1", "persistent puffin")
     store.close()
     again = Store(tmp_path / "aml.db")
-    from aml_retriever.validation import SearchRequest
+    from aml_retriever.memory.validation import SearchRequest
 
     found = MemoryService(again).search(SearchRequest("puffin", "alice", 5, (), None))["data"]
     assert [r["content"] for r in found] == ["persistent puffin"]
@@ -195,7 +200,7 @@ def test_a_block_that_fails_mid_transaction_does_not_return_its_connection(tmp_p
 
 def test_a_relative_store_path_works_for_every_operation(tmp_path, monkeypatch):
     """The default store is the relative ./aml.db: reads open files by URI, which must be absolute."""
-    from aml_retriever.validation import SearchRequest
+    from aml_retriever.memory.validation import SearchRequest
 
     monkeypatch.chdir(tmp_path)
     service = MemoryService(Store("./aml.db"))

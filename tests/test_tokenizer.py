@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever import tokenizer
-from aml_retriever.tokenizer import (
+from aml_retriever.analysis import tokenizer
+from aml_retriever.analysis.tokenizer import (
     FTS_TOKENIZE,
     index_text,
     match_expression,

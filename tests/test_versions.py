@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from aml_retriever.agents.scopes import MEMORY_RETRIEVAL, ScopedMemory
+from aml_retriever.engine.query import plan
+from aml_retriever.engine.versions import Statement, arrange, families
 from aml_retriever.evaluation import agent_memory
-from aml_retriever.query import plan
-from aml_retriever.scopes import MEMORY_RETRIEVAL, ScopedMemory
-from aml_retriever.versions import Statement, arrange, families
 
 IDF = {"python": 3.0, "target": 2.5, "project": 1.2, "user": 0.2, "caching": 3.5,
        "redis": 3.0, "valkey": 4.0, "docs": 2.8}

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_support import broken_links, open_user
 
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import RetrievalConfig
-from aml_retriever.validation import AddRequest, Message
-from aml_retriever.views import turns, windows_around
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import AddRequest, Message
+from aml_retriever.storage.views import turns, windows_around
 
 MINUTE = 60_000
 
@@ -87,7 +87,7 @@ def test_segments_split_at_a_silence_and_at_the_size_cap(svc):
 def test_windows_are_results_with_their_sources(svc):
     add(svc, "r1", "s", (0, "Which band did you see?"), (MINUTE, "Radiohead, in Lisbon."))
     svc.retrieval = RetrievalConfig(weights={"lexical": 1.0, "window": 2.0})
-    from aml_retriever.validation import SearchRequest
+    from aml_retriever.memory.validation import SearchRequest
 
     top = svc.search(SearchRequest("band Lisbon", "u", 5, (), None))["data"][0]
     assert top["view"] == "window"
@@ -98,8 +98,8 @@ def test_windows_are_results_with_their_sources(svc):
 
 def test_reindex_rebuilds_views_and_index_for_new_settings(tmp_path, capsys):
     from aml_retriever.cli import main
-    from aml_retriever.errors import StoreError
-    from aml_retriever.validation import SearchRequest
+    from aml_retriever.common.errors import StoreError
+    from aml_retriever.memory.validation import SearchRequest
 
     db = str(tmp_path / "aml.db")
     old = MemoryService.open(db, retrieval=RetrievalConfig().with_values(segment_max_messages=2))
@@ -119,7 +119,7 @@ def test_reindex_rebuilds_views_and_index_for_new_settings(tmp_path, capsys):
 
 
 def test_window_sizes_are_read_at_search_time_and_need_no_reindex(tmp_path):
-    from aml_retriever.validation import SearchRequest
+    from aml_retriever.memory.validation import SearchRequest
 
     db = str(tmp_path / "aml.db")
     first = MemoryService.open(db)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aml_retriever.common.signals import SIGNALS, RetrievalConfig
 from aml_retriever.evaluation import metrics, report
-from aml_retriever.signals import SIGNALS, RetrievalConfig
 
 BASELINE = "all-on"
 LEXICAL_ONLY = "lexical-only"

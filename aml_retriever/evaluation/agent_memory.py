@@ -70,8 +70,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from aml_retriever.agents.scopes import ScopedMemory
 from aml_retriever.evaluation.report import fmt, table
-from aml_retriever.scopes import ScopedMemory
 
 Remember = Callable[[str, str], str]
 Recall = Callable[[str, int], Sequence[str]]

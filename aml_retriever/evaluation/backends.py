@@ -14,9 +14,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Protocol
 
-from aml_retriever.service import MemoryService
-from aml_retriever.signals import RetrievalConfig
-from aml_retriever.validation import parse_add, parse_search
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_add, parse_search
 
 # The contract's default limit on messages per Add; generated and converted Adds hold at most 20.
 ADD_MESSAGE_LIMIT = 200

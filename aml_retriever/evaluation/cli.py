@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.evaluation import (
     ablation,
     dataset,
@@ -27,7 +28,6 @@ from aml_retriever.evaluation import (
     synthetic,
 )
 from aml_retriever.evaluation.backends import EvalError, Http
-from aml_retriever.signals import RetrievalConfig
 
 DEFAULT_OUT = "eval_out"
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.evaluation import dataset, runner, synthetic
 from aml_retriever.evaluation.backends import InProcess
 from aml_retriever.evaluation.reference import BigramBM25
-from aml_retriever.signals import RetrievalConfig
 
 # The name the reference's results go under, beside the configurations tried.
 REFERENCE = "reference"

@@ -38,7 +38,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from aml_retriever.tokenizer import reading_words
+from aml_retriever.analysis.tokenizer import reading_words
 
 KS = (1, 5, 10, 20, 50, 100)
 # Word budgets of b@Ww: the headline 500-2,000 of the tables, and a grid from 100 to 5,000 for

@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from aml_retriever.stopwords import STOP_WORDS
-from aml_retriever.tokenizer import index_text
+from aml_retriever.analysis.stopwords import STOP_WORDS
+from aml_retriever.analysis.tokenizer import index_text
 
 K1 = 1.5
 B = 0.75

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aml_retriever.common.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.evaluation import metrics, report
 from aml_retriever.evaluation.ablation import metric_of
-from aml_retriever.signals import SIGNAL_NAMES, RetrievalConfig
 
 DEFAULT = "default"
 GUARD_METRIC = "R@20"

@@ -1,0 +1,486 @@
+"""Two memories over one engine: the project's (local) and the account's (global).
+
+Local memory belongs to a project and lives inside it (`DIR/.aml/memory.db`), so it travels with
+the repository and no other project reads it. Global memory belongs to the account (the platform's
+user data directory) and holds who the user is and standing preferences. Each is a store of its
+own, so the boundary between owners is a file, as it is between users of the HTTP service.
+
+Inside each store every statement belongs to one fixed user (`memory`): the store already is the
+owner, so a user id would separate nothing, and the fixed id keeps the stores usable by the
+whole-store commands (`stats`, `reindex`, `delete-user --user memory`). Each server run is one
+session, the engine's conversation: what an agent remembers while working is one run of
+statements in time order, whose segments lend a statement the context of those remembered with
+it, and forgetting a statement derives only its own run's links and segments again (a single
+session for a whole memory would make that grow with the memory).
+
+Callers pass values already checked (scope names, limits, lengths): the MCP tools check them
+against their schemas before calling here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.analysis.tokenizer import index_text, light_stem
+from aml_retriever.common.errors import AmlError, InvalidField, NotFound
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.engine.query import content_terms
+from aml_retriever.memory.lifecycle import Outcome, Statements
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import TOP_K_MAX, SearchRequest
+from aml_retriever.storage.timeline import ReadFilter
+
+SCOPES = ("local", "global")
+APP_NAME = "aml_retriever"
+STORE_NAME = "memory.db"
+MEMORY_USER = "memory"
+DEFAULT_KIND = "note"
+FORGET_REASON = "forget"
+# The kind of the note one session leaves the next (`handoff`); no other call may use it.
+HANDOFF_KIND = "handoff"
+ACTOR = "mcp"  # the transport the audit log names for changes made here
+# A cursor before every statement: (a time beyond any, a memory order before the first, no id).
+FROM_THE_TOP = (253_402_300_799_999, -1, 0)
+# A recall result must be one statement an agent can forget by its id, and the window signal
+# returns consecutive statements as one result: it is off. Segments still lend each statement the
+# context of those remembered with it. Restated facts come newest first (versions.py; agent-memory
+# suite, restated, seeds 1-3: present questions answered by the newest version .158 -> .758,
+# past ones by the version asked for .276 -> .803).
+# Weights are not part of the index identity, so these stores stay usable by every command run
+# with the default settings.
+MEMORY_WEIGHTS = {"window": 0.0, "versions": 1.0}
+MEMORY_RETRIEVAL = RetrievalConfig().with_values(
+    **{f"weight_{name}": weight for name, weight in MEMORY_WEIGHTS.items()})
+
+
+def memory_retrieval(configured: RetrievalConfig, chosen: Mapping[str, float]) -> RetrievalConfig:
+    """The ranking of an agent memory: the configured one with the memory's own defaults
+    (MEMORY_WEIGHTS), under the weights the settings name explicitly (`chosen`)."""
+    weights = {**configured.weights, **MEMORY_WEIGHTS, **chosen}
+    return configured.with_values(**{f"weight_{name}": w for name, w in weights.items()})
+STATEMENT_ID = re.compile(r"(local|global):([1-9][0-9]{0,17})")
+
+
+class AmbiguousText(AmlError):
+    """Text given to `forget` matches more than one statement: none is removed."""
+
+    status = 409
+    code = "ambiguous"
+
+    def __init__(self, matches: list[dict[str, Any]]) -> None:
+        ids = ", ".join(match["id"] for match in matches)
+        super().__init__(f"{len(matches)} statements have exactly this text, so none was removed; "
+                         f"forget one of them by its id: {ids}", "text")
+        self.matches = matches
+
+
+def default_global_root(environ: Mapping[str, str] | None = None, platform: str | None = None,
+                        home: Path | None = None) -> Path:
+    """Where the account's memory lives by default: the platform's user data directory."""
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    home = Path.home() if home is None else home
+    if platform == "darwin":
+        return home / "Library" / "Application Support" / APP_NAME
+    if platform == "win32":
+        appdata = environ.get("APPDATA")
+        return (Path(appdata) if appdata else home / "AppData" / "Roaming") / APP_NAME
+    data_home = environ.get("XDG_DATA_HOME", "")
+    # The XDG base directory rules ignore a relative XDG_DATA_HOME.
+    if os.path.isabs(data_home):
+        return Path(data_home) / APP_NAME
+    return home / ".local" / "share" / APP_NAME
+
+
+def local_store(project_root: Path) -> Path:
+    return project_root / ".aml" / STORE_NAME
+
+
+def global_store(global_root: Path) -> Path:
+    return global_root / STORE_NAME
+
+
+def statement_id(scope: str, message_id: str) -> str:
+    """The id an agent sees ("local:42") for a stored message ("m42") of a scope."""
+    return f"{scope}:{message_id.removeprefix('m')}"
+
+
+def parse_statement_id(text: str) -> tuple[str, int]:
+    match = STATEMENT_ID.fullmatch(text)
+    if match is None:
+        raise InvalidField("id must be a statement id as recall or recent return it, such as "
+                           "local:42 or global:7", "id")
+    return match.group(1), int(match.group(2))
+
+
+def new_session_id() -> str:
+    """The session of one server run: its start time, and a random part that tells apart runs
+    started in the same millisecond."""
+    return f"run-{iso_utc(int(time.time() * 1000))}-{secrets.token_hex(4)}"
+
+
+def _statement(scope: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A stored message as an agent sees a statement."""
+    statement = {"id": statement_id(scope, item["id"]), "scope": scope, "content": item["content"],
+                 "kind": item["role"], "time": item["created_at"], "valid_from": item["valid_from"],
+                 "origin": item["origin"], "trust": item["trust"]}
+    if item.get("superseded_by"):
+        statement["superseded_by"] = statement_id(scope, item["superseded_by"])
+    return statement
+
+
+def _event(scope: str, event: dict[str, Any]) -> dict[str, Any]:
+    """An audit event with statement ids instead of message ids."""
+    return {**event, "message_ids": [statement_id(scope, m) for m in event["message_ids"]]}
+
+
+def encode_cursor(position: tuple[int, int, int]) -> str:
+    """Where a page of `recent` ended: (time, scope order, message id), opaque to the agent."""
+    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, int, int]:
+    try:
+        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if (isinstance(position, list) and len(position) == 3
+                and all(type(v) is int for v in position)):
+            return position[0], position[1], position[2]
+    except ValueError:
+        pass
+    raise InvalidField("cursor must be a next_cursor exactly as recent returned it", "cursor")
+
+
+class ScopedMemory:
+    """The local and the global memory, each a store opened on first use."""
+
+    def __init__(self, stores: Mapping[str, Path], session_id: str | None = None,
+                 retrieval: RetrievalConfig = MEMORY_RETRIEVAL, proposed: str = "FLAG",
+                 synchronous: str = "FULL") -> None:
+        self.stores = dict(stores)
+        self.session_id = session_id or new_session_id()
+        self.retrieval = retrieval
+        # Whether a default read shows statements no person confirmed (flagged) or withholds them.
+        self.show_proposed = proposed == "FLAG"
+        self.synchronous = synchronous
+        self._services: dict[str, MemoryService] = {}
+
+    @classmethod
+    def at(cls, project_root: Path, global_root: Path | None = None, **options: Any) -> ScopedMemory:
+        return cls({"local": local_store(project_root),
+                    "global": global_store(global_root or default_global_root())}, **options)
+
+    def close(self) -> None:
+        for service in self._services.values():
+            service.close()
+        self._services.clear()
+
+    # ---- changes -------------------------------------------------------------------------
+
+    def remember(self, content: str, scope: str = "local", kind: str = DEFAULT_KIND,
+                 origin: str = "user", force: bool = False) -> dict[str, Any]:
+        """Store one statement: durable and searchable on return. A statement equal to a current
+        one (case, Unicode form and spacing aside) returns it instead (replayed); a forgotten or
+        rejected one is refused unless `force`."""
+        _not_reserved(kind)
+        outcome = self._statements(scope).remember(self.session_id, content, kind, origin, force)
+        return self._answer(scope, outcome)
+
+    def update(self, statement: str, content: str, kind: str | None = None) -> dict[str, Any]:
+        """Replace a statement with a new version; the old one leaves default recall and stays
+        in its history."""
+        if kind is not None:
+            _not_reserved(kind)
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        outcome = self._statements(scope).update(self.session_id, message_id, content, kind)
+        return self._answer(scope, outcome)
+
+    def handoff(self, content: str | None = None) -> dict[str, Any]:
+        """With content: record this session's handoff for the next (this project's memory),
+        replacing the previous one, which stays in its history. Without: the current handoff."""
+        current = self._current_handoff()
+        if content is None:
+            return {"handoff": current}
+        if current is None:
+            outcome = self._statements("local").remember(self.session_id, content, HANDOFF_KIND)
+        else:
+            outcome = self._statements("local").update(
+                self.session_id, parse_statement_id(current["id"])[1], content)
+        return {"handoff": _statement("local", outcome.statement),
+                **({"replaced": _statement("local", outcome.replaced)} if outcome.replaced else {})}
+
+    def confirm(self, statement: str) -> dict[str, Any]:
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        return self._answer(scope, self._statements(scope).confirm(message_id))
+
+    def reject(self, statement: str) -> dict[str, Any]:
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        return {"rejected": _statement(scope, self._statements(scope).reject(message_id).statement)}
+
+    def forget(self, statement: str | None = None, text: str | None = None,
+               scope: str | None = None) -> dict[str, Any]:
+        """Remove exactly one statement, named by its id or by its text. Text that matches
+        several statements removes none (AmbiguousText lists them). The text's hash stays as a
+        tombstone, so remembering it again needs `force`."""
+        if statement is not None and text is None:
+            match = self._by_id(statement, scope)
+        elif text is not None and statement is None:
+            match = self._by_text(text, scope)
+        else:
+            raise InvalidField("forget needs exactly one of id (as recall or recent return it) or "
+                               "text (the statement's exact text)", "id")
+        name, message_id = parse_statement_id(match["id"])
+        service = self._service(name, create=False)
+        assert service is not None
+        if not service.forget(MEMORY_USER, [message_id], FORGET_REASON, ACTOR)["forgotten"]:
+            raise NotFound(f"{match['id']} was forgotten meanwhile; nothing more to do", "id")
+        return {"forgotten": match}
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def recall(self, query: str, limit: int = 10, scope: str | None = None,
+               read: ReadFilter | None = None) -> dict[str, Any]:
+        """The statements that best match the query, from one memory or both.
+
+        Each memory is searched on its own (its own BM25 statistics) and the two rankings are
+        merged head by head, each keeping its own order: of the two next statements the one
+        holding more of the query's words goes first, then the higher fused score (a
+        reciprocal-rank sum, which ties the two memories' best and so cannot choose between
+        them alone: a local statement matching only "user" would outrank the global one about
+        the user), then local (the project's own memory is the more specific)."""
+        read = read or self.default_read()
+        ranked = []
+        for name in self._scopes(scope):
+            service = self._service(name, create=False)
+            if service is None:
+                continue
+            data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None, read=read),
+                                  statements=True)["data"]
+            ranked.append([(name, item) for item in data])
+        words = query_words(query)
+        merged = merge_heads(ranked, lambda entry: (-coverage(words, entry[1]["content"]),
+                                                    -entry[1]["score"]))
+        return {"results": [{**_statement(name, item), "score": item["score"],
+                             "why": item["evidence_flags"]} for name, item in merged[:limit]]}
+
+    def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
+               cursor: str | None = None) -> dict[str, Any]:
+        """The newest current statements, newest first, a page at a time: equal times keep local
+        first, then the newest id; `next_cursor` reads on. The first page of a listing of every
+        kind starts with this project's handoff, when there is one."""
+        after = decode_cursor(cursor) if cursor is not None else None
+        handoff = self._current_handoff() if after is None and kind is None and scope != "global" \
+            else None
+        listed = limit - (handoff is not None)
+        read = replace(self.default_read(), kind=kind)
+        found = []
+        for order, name in enumerate(self._scopes(scope)):
+            service = self._service(name, create=False)
+            if service is None:
+                continue
+            before = None if after is None else _bound(after, order)
+            found += [((-row["timestamp_ms"], order, -int(row["id"][1:])), name, row)
+                      # one more to know a next page exists, one more for the handoff left out
+                      for row in service.recent(MEMORY_USER, listed + 2, read, before)
+                      if kind is not None or row["role"] != HANDOFF_KIND]
+        found.sort(key=lambda entry: entry[0])
+        page = found[:listed]
+        results = ([handoff] if handoff else []) + [_statement(name, row) for _, name, row in page]
+        if len(found) <= listed:
+            return {"results": results, "next_cursor": None}
+        # A page the handoff filled alone continues from the top.
+        position = (-page[-1][0][0], page[-1][0][1], -page[-1][0][2]) if page else FROM_THE_TOP
+        return {"results": results, "next_cursor": encode_cursor(position)}
+
+    def history(self, statement: str) -> dict[str, Any]:
+        """Every version of the statement, oldest first, and every audit event about them."""
+        scope, message_id = parse_statement_id(statement)
+        if self._service(scope, create=False) is None:
+            raise _no_statement(statement)
+        found = self._statements(scope).history(message_id)
+        return {"versions": [_statement(scope, row) for row in found["versions"]],
+                "events": [_event(scope, event) for event in found["events"]]}
+
+    def proposed(self, limit: int = 100) -> dict[str, Any]:
+        """Statements awaiting a person's review, oldest first, local then global."""
+        results = []
+        for name in SCOPES:
+            if self._service(name, create=False) is not None:
+                results += [_statement(name, row) for row in self._statements(name).proposed(limit)]
+        return {"results": results[:limit]}
+
+    def markdown(self, scope: str) -> str:
+        """One memory as a readable document (MEMORY.md): its current statements newest first,
+        one a line with id, kind and time, this project's handoff first. Never read back."""
+        lines = [f"# Memory ({scope})", "",
+                 "Rendered by `aml_retriever export`; the memory itself lives in the store. "
+                 "Newest first.", ""]
+        cursor = None
+        while True:
+            page = self.recent(TOP_K_MAX, scope, None, cursor)
+            lines += [_markdown_line(statement) for statement in page["results"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return "\n".join(lines) + "\n"
+
+    def default_read(self) -> ReadFilter:
+        return ReadFilter(include_proposed=self.show_proposed)
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _answer(self, scope: str, outcome: Outcome) -> dict[str, Any]:
+        # A planned checkpoint after every write keeps memory.db complete on its own, so it can
+        # be copied or committed while the server runs.
+        self._services[scope].store.checkpoint_dirty()
+        answer: dict[str, Any] = {"statement": _statement(scope, outcome.statement),
+                                  "replayed": outcome.replayed}
+        if outcome.note:
+            answer["note"] = outcome.note
+        if outcome.replaced:
+            answer["replaced"] = _statement(scope, outcome.replaced)
+        return answer
+
+    def _statements(self, scope: str) -> Statements:
+        service = self._service(scope, create=True)
+        assert service is not None
+        return Statements(service, MEMORY_USER, ACTOR)
+
+    def _current_handoff(self) -> dict[str, Any] | None:
+        service = self._service("local", create=False)
+        rows = service.recent(MEMORY_USER, 1, ReadFilter(kind=HANDOFF_KIND,
+                                                         include_proposed=True)) if service else []
+        return _statement("local", rows[0]) if rows else None
+
+    def _by_id(self, statement: str, scope: str | None) -> dict[str, Any]:
+        name, message_id = parse_statement_id(statement)
+        if scope is not None and scope != name:
+            raise InvalidField(f"id {statement} is in {name} memory but scope says {scope}; "
+                               "leave scope out when forgetting by id", "id")
+        service = self._service(name, create=False)
+        rows = service.messages(MEMORY_USER, [message_id]) if service else []
+        if not rows:
+            raise _no_statement(statement)
+        return _statement(name, rows[0])
+
+    def _by_text(self, text: str, scope: str | None) -> dict[str, Any]:
+        """Statements whose content is the text, exactly or as remember compares statements
+        (case, Unicode form and spacing aside), in every memory asked."""
+        matches: dict[str, dict[str, Any]] = {}
+        for name in self._scopes(scope):
+            service = self._service(name, create=False)
+            if service is None:
+                continue
+            rows = (service.messages_with_content(MEMORY_USER, text)
+                    + self._statements(name).with_text(text))
+            for row in sorted(rows, key=lambda r: int(r["id"][1:])):
+                matches.setdefault(statement_id(name, row["id"]), _statement(name, row))
+        if not matches:
+            where = f"{scope} memory" if scope else "local or global memory"
+            raise NotFound(f"no statement in {where} has exactly this text; find it with recall "
+                           "and forget it by its id", "text")
+        if len(matches) > 1:
+            raise AmbiguousText(list(matches.values()))
+        return next(iter(matches.values()))
+
+    @staticmethod
+    def _scopes(scope: str | None) -> tuple[str, ...]:
+        return SCOPES if scope is None else (scope,)
+
+    def _service(self, scope: str, create: bool) -> MemoryService | None:
+        """The scope's service, opened on first use; None when reading a memory that has never
+        been written (reads create no files)."""
+        service = self._services.get(scope)
+        if service is not None:
+            return service
+        path = self.stores[scope]
+        if not create and not path.exists():
+            return None
+        if scope == "global" and not path.parent.exists():
+            path.parent.mkdir(mode=0o700, parents=True)  # the account's memory is private to it
+        service = self._services[scope] = MemoryService.open(
+            str(path), retrieval=self.retrieval, synchronous=self.synchronous)
+        service.store.hold_shared()  # so `purge` refuses to remove the files under this server
+        return service
+
+
+def _markdown_line(statement: dict[str, Any]) -> str:
+    """One statement as a Markdown list item on one line (its line breaks become spaces)."""
+    text = " ".join(statement["content"].split())
+    flag = " (proposed)" if statement["trust"] == "proposed" else ""
+    return f"- `{statement['id']}` {statement['kind']}, {statement['time']}{flag}: {text}"
+
+
+def _bound(after: tuple[int, int, int], order: int) -> tuple[int, int]:
+    """The (time, id) every listed statement of the memory at `order` must sort below, for the
+    page after `after` in (time descending, memory order, id descending)."""
+    time_ms, after_order, message_id = after
+    if order < after_order:
+        return time_ms, 0  # this memory's statements at that very time came before it
+    if order == after_order:
+        return time_ms, message_id
+    return time_ms + 1, 0  # this memory's statements at that time come after it
+
+
+def _not_reserved(kind: str) -> None:
+    if kind == HANDOFF_KIND:
+        raise InvalidField(f"kind {HANDOFF_KIND} is reserved for the handoff tool; call handoff "
+                           "to record one", "kind")
+
+
+def _no_statement(statement: str) -> NotFound:
+    return NotFound(f"there is no statement {statement} (it was forgotten, or never stored); use "
+                    "recall or recent to find current ids", "id")
+
+
+T = TypeVar("T")
+
+
+def query_words(query: str) -> frozenset[str]:
+    """A query's content words and CJK n-grams, as `coverage` compares them."""
+    terms = content_terms(query)
+    return frozenset(_stems(terms.words)) | frozenset(terms.grams)
+
+
+def coverage(words: frozenset[str], content: str) -> float:
+    """The share of a query's content words a statement holds, a word counting when its light
+    stem does ("lives" holds "live"): comparable across memories, unlike a rank."""
+    if not words:
+        return 0.0
+    terms = index_text(content)
+    held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
+    return len(words & held) / len(words)
+
+
+def merge_heads(rankings: Sequence[Sequence[T]], key: Callable[[T], Any]) -> list[T]:
+    """Merge rankings, each keeping its own order: the next item is the head that sorts first by
+    `key`, and equal heads go in the order the rankings are given."""
+    keys = [[key(item) for item in ranking] for ranking in rankings]
+    heads = [0] * len(rankings)
+    merged: list[T] = []
+    while True:
+        waiting = [(keys[i][heads[i]], i) for i, r in enumerate(rankings) if heads[i] < len(r)]
+        if not waiting:
+            return merged
+        _, chosen = min(waiting, key=lambda entry: entry[0])
+        merged.append(rankings[chosen][heads[chosen]])
+        heads[chosen] += 1
+
+
+def _stems(words: Sequence[str]) -> list[str]:
+    return [light_stem(word) for word in words]

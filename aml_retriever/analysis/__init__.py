@@ -1,0 +1,6 @@
+"""Text analysis: how text becomes index terms (`tokenizer`), the stop words dropped from queries
+(`stopwords`), dates read and resolved in text (`dates`), and the features an Add extracts once
+and stores with a message (`features`). Pure functions of strings: no SQL, no files.
+
+May import: `common`.
+"""

@@ -1,0 +1,185 @@
+"""Candidate lists from the user's full-text index, ranked by BM25 with weighted terms.
+
+The index lives in the user's own file, so BM25's statistics (IDF, average length) are the
+user's own: no other user's corpus can move a score.
+
+FTS5's bm25() is not used as is, for two reasons measured on public data:
+
+- Its IDF, `log((N - df + 0.5) / (df + 0.5))`, is clamped to ~0 for a term in more than half of
+  the user's messages. In a small memory that is the very name the question asks about: in a
+  nine-message memory where five messages speak of 表弟, every one of them scored 0 and a message
+  sharing only the particle 了 came first (MemDaily dev, simple questions: MRR .54; with the Lucene
+  IDF below, the character-bigram reference reaches .68 on the same memories).
+- It weighs every term alike, so a question that chats for two sentences before it asks is
+  ranked by the chatter (see query.py for how a question's terms get their weights).
+
+So each term is asked of FTS5 alone, which returns its best messages with their bm25() part,
+`idf_fts5 * tf_part`; dividing by FTS5's IDF (computed from the same N and df) leaves `tf_part`,
+the saturated, length-normalised frequency (k1 1.2, b 0.75), and the score of a message is
+`sum(weight * idf_lucene * tf_part)` over the question's terms, with the Lucene IDF
+`log(1 + (N - df + 0.5) / (df + 0.5))`, which stays positive. The work is one index lookup per
+term, the same doclists the single OR query reads.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
+
+from aml_retriever.analysis.tokenizer import quote
+from aml_retriever.storage.store import rows_in
+from aml_retriever.storage.timeline import HIDDEN_TABLE
+
+# A term FTS5 finds in more than half the messages gets this IDF from bm25() (fts5_aux.c).
+FTS5_IDF_FLOOR = 1e-6
+# The FTS5 table the lists come from (a fixed name: never built from input).
+INDEX = "message_index"
+INDEXES = (INDEX,)
+# Most terms one Search looks up: a bound on the work one request can ask of FTS5, far above a
+# real question's content terms (LoCoMo dev: at most 14; a 300-character Chinese question with an
+# aside: about 250 unigrams and bigrams). Past it, the most informative terms are kept.
+MAX_QUERY_TERMS = 64
+# The per-connection table of the index's terms and how many messages hold each (fts5vocab).
+VOCAB = "temp.message_vocab"
+VOCAB_SQL = f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab(main, {INDEX}, row)"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One query term: its index column ('words' or 'grams'), its text and how much it counts."""
+
+    column: str
+    text: str
+    weight: float = 1.0
+
+    @property
+    def expression(self) -> str:
+        """The term as an FTS5 MATCH expression: one quoted string in its own column, so no FTS5
+        syntax in a query is ever obeyed."""
+        return f"{self.column} : {quote(self.text)}"
+
+
+def index_size(conn: sqlite3.Connection) -> int:
+    """How many messages the index holds (FTS5's own row count: its 'averages' record)."""
+    row = conn.execute(f"SELECT block FROM {INDEX}_data WHERE id = 1").fetchone()
+    return _varints(row[0])[0] if row and row[0] else 0
+
+
+def idf(n: int, df: int) -> float:
+    """The Lucene IDF of a term `df` of `n` messages hold: positive however common it is."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+class TermIndex:
+    """One Search's view of the user's full-text index: its size and each term's document count
+    are read once, however many lists and deeper readings ask for them."""
+
+    def __init__(self, conn: sqlite3.Connection, hides: bool = False) -> None:
+        self.conn = conn
+        self.hides = hides  # whether timeline.HIDDEN_TABLE holds messages this read must not find
+        self._df: dict[Term, int] = {}
+        self._chosen: dict[tuple[Term, ...], list[Term]] = {}
+        self._holders: dict[str, frozenset[int]] = {}  # a word -> every message holding its stem
+
+    @cached_property
+    def size(self) -> int:
+        return index_size(self.conn)
+
+    def ranked(self, terms: tuple[Term, ...], limit: int, session_id: str | None = None,
+               min_idf: float = 0.0) -> list[tuple[int, float]]:
+        """The best `limit` messages for these terms (at most MAX_QUERY_TERMS of them, see
+        `informative`) as (rowid, score), best first, ties broken by rowid; a message is a
+        candidate when it is among the best `limit` of one term. A term whose IDF is below
+        `min_idf` counts for nothing."""
+        if not terms or limit <= 0:
+            return []
+        n = self.size
+        scores: dict[int, float] = defaultdict(float)
+        for term in self.informative(terms):
+            if min_idf > 0 and idf(n, self._doc_count(term)) < min_idf:
+                continue  # counted before it is scored: scoring a common term costs most
+            hits = self._hits(term, limit, session_id)
+            if not hits:
+                continue
+            df = self._doc_count(term)
+            fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
+            weight = term.weight * idf(n, df)
+            for rowid, part in hits:
+                scores[rowid] += weight * part / fts5_idf
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return [(rowid, score) for rowid, score in best if score > 0]
+
+    def idf(self, term: Term) -> float:
+        """The term's Lucene IDF in this memory (counted once a Search)."""
+        return idf(self.size, self._doc_count(term))
+
+    def informative(self, terms: tuple[Term, ...]) -> list[Term]:
+        """The question's terms, or past MAX_QUERY_TERMS those that say most: the heavier first
+        (the ask's before the aside's), then the rarer in the user's own memory, then the
+        earlier. A term the vocabulary does not list as written (a word FTS5 stems, or one the
+        memory lacks) counts as rare: keeping it costs one empty lookup. Chosen once a Search."""
+        if len(terms) <= MAX_QUERY_TERMS:
+            return list(terms)
+        if terms not in self._chosen:
+            self._chosen[terms] = self._most_informative(terms)
+        return self._chosen[terms]
+
+    def _most_informative(self, terms: tuple[Term, ...]) -> list[Term]:
+        self.conn.execute(VOCAB_SQL)
+        marks = ",".join("?" * len(terms))
+        df = dict(self.conn.execute(f"SELECT term, doc FROM {VOCAB} WHERE term IN ({marks})",
+                                    [t.text for t in terms]).fetchall())
+        ranked_terms = sorted(enumerate(terms),
+                              key=lambda it: (-it[1].weight, df.get(it[1].text, 0), it[0]))
+        return [t for _, t in sorted(ranked_terms[:MAX_QUERY_TERMS])]
+
+    def _hits(self, term: Term, limit: int, session_id: str | None) -> list[tuple[int, float]]:
+        """One term's best messages with their bm25() part (positive: higher is better)."""
+        sql = f"SELECT rowid, -bm25({INDEX}) AS part FROM {INDEX} WHERE {INDEX} MATCH ?"
+        params: list[object] = [term.expression]
+        if session_id is not None:
+            sql += " AND rowid IN (SELECT id FROM messages WHERE session_id = ?)"
+            params.append(session_id)
+        if self.hides:
+            sql += f" AND rowid NOT IN (SELECT id FROM {HIDDEN_TABLE})"
+        sql += " ORDER BY part DESC, rowid LIMIT ?"
+        found = self.conn.execute(sql, [*params, limit]).fetchall()
+        if len(found) < limit and session_id is None and not self.hides:
+            self._df.setdefault(term, len(found))  # every match was read: its count is known
+            if term.column == "words":
+                self._holders.setdefault(term.text, frozenset(rowid for rowid, _ in found))
+        return found
+
+    def holders(self, word: str) -> frozenset[int] | None:
+        """Every message whose words column holds the word's stem, when a list of this Search
+        read them all (a word FTS5 finds in fewer messages than the list's depth); else None.
+        A message outside it cannot hold the word."""
+        return self._holders.get(word)
+
+    def _doc_count(self, term: Term) -> int:
+        """How many messages hold the term (FTS5's df for it)."""
+        if term not in self._df:
+            self._df[term] = self.conn.execute(
+                f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
+                (term.expression,)).fetchone()[0]
+        return self._df[term]
+
+
+def token_counts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, int]:
+    """How many index terms each message has (FTS5's own document sizes, every column)."""
+    return {rowid: sum(_varints(size)) for rowid, size in
+            rows_in(conn, f"SELECT id, sz FROM {INDEX}_docsize WHERE id", ids)}
+
+
+def _varints(blob: bytes) -> list[int]:
+    """Every SQLite varint of a blob of small ones (a document size per column)."""
+    values, value = [], 0
+    for byte in blob:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            values.append(value)
+            value = 0
+    return values

@@ -1,0 +1,116 @@
+"""What a question asks for: its content terms, its exact words, the entities, numbers and dates
+it names, and its temporal intent. Built once per Search; everything downstream reads this."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from aml_retriever.analysis.dates import extract_dates
+from aml_retriever.analysis.features import entities_of, numbers_of
+from aml_retriever.analysis.stopwords import STOP_WORDS
+from aml_retriever.analysis.tokenizer import QueryTerms, match_expression, query_terms, words_of
+from aml_retriever.engine.candidates import Term
+from aml_retriever.engine.focus import ask_and_aside, weighted_terms
+
+# Questions about a time: the evidence is the message that carries a date (said or implied).
+_ASKS_WHEN = re.compile(r"\b(when|what (?:date|day|time|year|month|week)|which (?:date|day|year|"
+                        r"month|week)|how long ago|since when|what time)\b", re.IGNORECASE)
+# Questions about the present state of something that may have changed.
+_ASKS_CURRENT = re.compile(r"\b(now|currently|current|these days|at the moment|still|latest|"
+                           r"most recent|nowadays|today|anymore|presently)\b", re.IGNORECASE)
+# Questions about the past state: supersession must not bury the older statement they ask for.
+_ASKS_HISTORY = re.compile(r"\b(before|used to|first|originally|previously|earlier|initially|"
+                           r"formerly|at first|at the time|back then|old|previous|former|ago|"
+                           r"in (?:19|20)\d\d)\b", re.IGNORECASE)
+# Questions about a past version of something that changed (versions.py): the first one, or the
+# one before the latest (or before a value the question names).
+_ASKS_FIRST = re.compile(r"\b(originally|at first|initially|first|in the beginning|to begin with|"
+                         r"at the start)\b", re.IGNORECASE)
+_ASKS_BEFORE = re.compile(r"\b(before|used to|previously|earlier|formerly|prior to|previous|former|"
+                          r"old|back then|at the time)\b", re.IGNORECASE)
+# The words that make a question about the present; they say when, not what, so they never count
+# as the subject an update must share with the question ("now" is in half of all chatter).
+CURRENT_CUES = frozenset({"now", "currently", "current", "these", "days", "moment", "still",
+                          "latest", "most", "recent", "nowadays", "today", "anymore", "presently"})
+# A question in the first person singular: it asks what the user said or did.
+_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll)\b|我", re.IGNORECASE)
+# Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
+_ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    lexical: tuple[Term, ...]  # every content term of the question, weighted by where it sits
+    exact: frozenset[str]
+    entities: frozenset[str]
+    numbers: frozenset[str]
+    dates: tuple[str, ...]
+    asks_when: bool
+    asks_current: bool
+    options: tuple[Term, ...]
+    first_person: bool = False
+    speakers: frozenset[str] = frozenset()  # speakers of this user the question names
+    past: str | None = None  # which past version it asks for: 'first', 'before' or None
+
+    @property
+    def period(self) -> str | None:
+        """The period the question names ("in 2021"), whose then-current version it asks for."""
+        return self.dates[0] if self.dates else None
+
+    @property
+    def subject(self) -> frozenset[str]:
+        """The exact words that say what the question is about (not when)."""
+        return self.exact - CURRENT_CUES
+
+    @cached_property
+    def terms(self) -> QueryTerms:
+        """The question's content terms by index column, without their weights."""
+        return QueryTerms([t.text for t in self.lexical if t.column == "words"],
+                          [t.text for t in self.lexical if t.column == "grams"])
+
+    @property
+    def expression(self) -> str | None:
+        """Every term OR-ed in one FTS5 expression (what a bare FTS5 search would ask)."""
+        return match_expression(self.terms)
+
+
+def content_terms(text: str) -> QueryTerms:
+    """The query's terms without stop words and stray single letters (contractions' "s", "t");
+    a query made only of such words keeps them, so it still answers."""
+    terms = query_terms(text)
+    kept = [w for w in terms.words if w not in STOP_WORDS and not (len(w) == 1 and w.isascii()
+                                                                    and w.isalpha())]
+    return QueryTerms(kept if kept or terms.grams else terms.words, terms.grams)
+
+
+def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
+    """What `query` asks for. Its features (exact words, names, numbers, dates, intent) are read
+    from the part that asks; every term of the question counts lexically, the aside's less."""
+    ask, aside = ask_and_aside(query)
+    ask_terms, aside_terms = content_terms(ask), content_terms(aside)
+    lexical = tuple(weighted_terms(ask_terms, aside_terms))
+    option_terms = content_terms(" ".join(options)) if options else QueryTerms([], [])
+    own = {t.text for t in lexical}
+    # An option's words that the question already has add nothing but weight to the distractors.
+    option_terms = QueryTerms([w for w in option_terms.words if w not in own],
+                              [g for g in option_terms.grams if g not in own])
+    asks_history = _ASKS_HISTORY.search(ask) is not None
+    return QueryPlan(
+        lexical=lexical,
+        exact=frozenset(ask_terms.words or aside_terms.words),
+        entities=frozenset(entities_of(ask)),
+        numbers=frozenset(numbers_of(ask)),
+        dates=tuple(d for d in extract_dates(ask, None) if _ABSOLUTE_DATE.match(d)),
+        asks_when=_ASKS_WHEN.search(ask) is not None,
+        asks_current=_ASKS_CURRENT.search(ask) is not None and not asks_history,
+        options=tuple(weighted_terms(option_terms, QueryTerms([], []))),
+        first_person=_FIRST_PERSON.search(ask) is not None,
+        past="first" if _ASKS_FIRST.search(ask) else "before" if _ASKS_BEFORE.search(ask) else None,
+    )
+
+
+def exact_words(text: str) -> frozenset[str]:
+    """The unstemmed words of a text, as compared with QueryPlan.exact."""
+    return frozenset(words_of(text))

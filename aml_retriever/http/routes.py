@@ -1,0 +1,193 @@
+"""The HTTP routes: path templates, each method's call into the service, and how a request
+path finds its route. Handlers parse what the path and query carry and call the service; the
+framing around them (authentication, bodies, answers, logs) is server.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from aml_retriever.common.errors import InvalidField, NotFound
+from aml_retriever.http.metrics import CONTENT_TYPE
+from aml_retriever.memory import exchange
+from aml_retriever.memory.lifecycle import NotProposed, Statements
+from aml_retriever.memory.listing import Listing, absent
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import (
+    parse_add,
+    parse_list,
+    parse_message_id,
+    parse_page,
+    parse_search,
+    parse_user,
+)
+
+if TYPE_CHECKING:
+    from aml_retriever.http.server import Handler
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An answer that is not a JSON object (the NDJSON of an export, the metrics' text, a file
+    of the inspector page; no content type for a 304, which has no body)."""
+
+    data: bytes
+    content_type: str | None
+
+
+Answer = dict[str, Any] | Raw
+Params = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one path template; `{name}` segments are percent-decoded into params."""
+
+    label: str  # the template, which the access log shows: never a user id
+    method: str
+    handler: Callable[[Handler, dict[str, Any] | None, Params], Answer]
+    body: bool = False  # reads a JSON body (a POST without one takes no body, and ignores any)
+
+    @cached_property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.label.split("/"))
+
+    def match(self, parts: list[str]) -> Params | None:
+        """The params of a path split at "/", or None when it is not this template's."""
+        if len(parts) != len(self.parts) or any(
+                part != template for part, template in zip(parts, self.parts, strict=True)
+                if not template.startswith("{")):
+            return None
+        params = {}
+        for part, template in zip(parts, self.parts, strict=True):
+            if template.startswith("{"):
+                name = template[1:-1]
+                try:
+                    params[name] = unquote(part, errors="strict")
+                except UnicodeDecodeError:
+                    raise InvalidField(f"{name} in the path must be percent-encoded UTF-8",
+                                       name) from None
+        return params
+
+
+def _service(h: Handler) -> MemoryService:
+    return h.server.service
+
+
+def _user(params: Params) -> str:
+    return parse_user({"user_id": params["user_id"]})
+
+
+def _add(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
+    return _service(h).add(parse_add(body or {}, h.server.config.max_messages))
+
+
+def _search(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
+    return _service(h).search(parse_search(body or {}))
+
+
+def _delete_user_post(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
+    return _service(h).delete_user(parse_user(body or {}))
+
+
+def _delete_user_path(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    return _service(h).delete_user(_user(params))
+
+
+def _audit(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    after, limit = parse_page(urlsplit(h.path).query)
+    return _service(h).audit(_user(params), after, limit)
+
+
+def _users(h: Handler, _: dict[str, Any] | None, __: Params) -> Answer:
+    return Listing(_service(h).store).users(parse_list(urlsplit(h.path).query))
+
+
+def _sessions(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    user_id = _user(params)
+    return Listing(_service(h).store).sessions(user_id, parse_list(urlsplit(h.path).query))
+
+
+def _messages(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    user_id = _user(params)
+    return Listing(_service(h).store).messages(user_id, parse_list(urlsplit(h.path).query))
+
+
+def _message(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    return Listing(_service(h).store).message(_user(params), parse_message_id(params["id"]))
+
+
+def _forget(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    """The removal path of MCP `forget` (service.forget), audited with actor http."""
+    user_id, message_id = _user(params), parse_message_id(params["id"])
+    if not _service(h).forget(user_id, [message_id], "forget", "http")["forgotten"]:
+        raise absent(message_id)
+    return {"success": True, "user_id": user_id, "id": f"m{message_id}", "forgotten": 1}
+
+
+def _reviewed(h: Handler, params: Params) -> tuple[Statements, int]:
+    """The statements of the path's user and the message under review, which must exist (so a
+    review of an unknown user makes no file)."""
+    user_id, message_id = _user(params), parse_message_id(params["id"])
+    Listing(_service(h).store).message(user_id, message_id)
+    return Statements(_service(h), user_id, "http"), message_id
+
+
+def _confirm(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    """The path of `review --confirm`; a message confirmed already is not awaiting review."""
+    statements, message_id = _reviewed(h, params)
+    if statements.confirm(message_id).replayed:
+        raise NotProposed(f"m{message_id} is confirmed, not proposed", "id")
+    return {"success": True, "id": f"m{message_id}", "trust": "confirmed"}
+
+
+def _reject(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    """The path of `review --reject`: the statement is forgotten and leaves a tombstone."""
+    statements, message_id = _reviewed(h, params)
+    statements.reject(message_id)
+    return {"success": True, "id": f"m{message_id}", "rejected": True}
+
+
+def _export(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+    """NDJSON of the Add bodies that rebuild the user (exchange.py); empty for an unknown user."""
+    return Raw(exchange.export_bytes(_service(h).store, _user(params)), "application/x-ndjson")
+
+
+# Every route, one row per method of a path template. A path that matches a template but not
+# its method is a 405 naming the template's methods; one that matches none is a 404.
+ROUTES: tuple[Route, ...] = (
+    Route("/health", "GET", lambda h, b, p: _service(h).health()),
+    Route("/stats", "GET", lambda h, b, p: _service(h).stats()),
+    Route("/metrics", "GET", lambda h, b, p: Raw(h.server.metrics.exposition(), CONTENT_TYPE)),
+    Route("/add", "POST", _add, body=True),
+    Route("/search", "POST", _search, body=True),
+    Route("/delete_user", "POST", _delete_user_post, body=True),
+    Route("/users", "GET", _users),
+    Route("/users/{user_id}", "DELETE", _delete_user_path),
+    Route("/users/{user_id}/audit", "GET", _audit),
+    Route("/users/{user_id}/sessions", "GET", _sessions),
+    Route("/users/{user_id}/messages", "GET", _messages),
+    Route("/users/{user_id}/messages/{id}", "GET", _message),
+    Route("/users/{user_id}/messages/{id}", "DELETE", _forget),
+    Route("/users/{user_id}/messages/{id}/confirm", "POST", _confirm),
+    Route("/users/{user_id}/messages/{id}/reject", "POST", _reject),
+    Route("/users/{user_id}/export", "GET", _export),
+)
+# The one path served without a key: load balancers and platforms probe it.
+OPEN_PATH = "/health"
+# Routes answered without waiting for a turn at the service: probes and scrapes must see a busy
+# server as it is (neither reads a user file: /metrics shows the store scan's cached values).
+UNQUEUED = frozenset({OPEN_PATH, "/metrics"})
+
+
+def resolve(raw_path: str) -> tuple[list[Route], Params]:
+    """The routes (one per method) of the template a request path matches, and its params."""
+    parts = urlsplit(raw_path).path.split("/")
+    for route in ROUTES:
+        params = route.match(parts)
+        if params is not None:
+            return [r for r in ROUTES if r.label == route.label], params
+    raise NotFound("no such endpoint; see docs/API_CONTRACT.md")

@@ -1,0 +1,318 @@
+"""The schema: as it is now, and as the numbered migrations that led to it.
+
+A store is a catalog file (the path the user names, e.g. `./aml.db`) plus one SQLite file per user
+in the directory beside it (`./aml.db.users/`). Each file records how many migrations it has had
+in `PRAGMA user_version` and what it is in its `meta` table; a file from a newer version, or one
+that is not ours, is refused on open rather than silently mixed. A new file is made from the
+current schema in one step (`SHARD_SCHEMA`, the same tables and indexes the migrations make, which
+a test checks); an existing one runs the migrations it has not had. A change to the schema is a
+new migration plus the same change to the current schema.
+"""
+
+from __future__ import annotations
+
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
+
+STORE_FORMAT = "aml_retriever-store"
+SHARD_FORMAT = "aml_retriever-user-shard"
+
+# What a catalog holds: what this store is and which index settings built it; nothing of any user.
+# That a user was deleted, when and by which transport: nothing else (no user id, no hash of
+# one, no counts), so the record identifies no one and recovers nothing (audit.py).
+_DELETIONS = """
+CREATE TABLE deletions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL
+);
+CREATE TRIGGER deletions_refuse_updates BEFORE UPDATE ON deletions
+BEGIN SELECT RAISE(ABORT, 'the deletion record is append-only'); END;
+CREATE TRIGGER deletions_refuse_deletes BEFORE DELETE ON deletions
+BEGIN SELECT RAISE(ABORT, 'the deletion record is append-only'); END;
+"""
+
+CATALOG_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+""" + _DELETIONS
+
+CATALOG_MIGRATIONS: tuple[str, ...] = (
+    # 1: what this store is and which index settings built it; nothing of any user lives here.
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+    # 2: the record that a user was deleted (time and transport only).
+    _DELETIONS,
+)
+
+# The messages table as migration 4 made it (migration 5 adds the lifecycle columns at its end).
+_MESSAGES_V4 = """
+-- Every original message, byte for byte. The id is the arrival order and is never reused
+-- (AUTOINCREMENT), so a result id stays unique for the life of the store.
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL,
+    timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
+    segment_id INTEGER,                   -- the session segment (views.id) it belongs to
+    features TEXT NOT NULL,               -- JSON of features.Features, extracted at Add time
+    -- Its neighbours in its session's conversation order (timestamp, then arrival), NULL at the
+    -- session's ends: a Search reads the windows around a hit along them (views.py).
+    prev_id INTEGER,
+    next_id INTEGER
+);"""
+# The messages table as it is now: schema 4's, with the lifecycle columns migration 5 added.
+_MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
+    -- The lifecycle (lifecycle.py). When the store took it: the record time `as_of` reads by.
+    recorded_ms INTEGER NOT NULL DEFAULT 0,
+    valid_ms INTEGER,                     -- when it became true, when not its timestamp
+    retired_ms INTEGER,                   -- when an update replaced it (NULL: it is current)
+    superseded_by INTEGER,                -- the message that replaced it
+    origin TEXT NOT NULL DEFAULT 'user',  -- who said it: 'user' (a person) or 'agent' (inferred)
+    trust TEXT NOT NULL DEFAULT 'confirmed',  -- 'proposed' until a person confirms it
+    fingerprint BLOB                      -- statements: keyed hash of the normalised text
+);"""
+# The conversation order of a session across Adds: (timestamp, arrival).
+_MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
+
+
+# Refuses deleting audit rows; only deleting the whole user drops it for its one transaction.
+AUDIT_DELETE_GUARD = """
+CREATE TRIGGER audit_refuses_deletes BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+
+# What the lifecycle adds beside the messages (SHARD_SCHEMA and migration 5 make them alike).
+_LIFECYCLE = """
+-- A statement by its keyed text hash: replays and tombstones are found here, not by scanning.
+CREATE INDEX messages_by_fingerprint ON messages (fingerprint) WHERE fingerprint IS NOT NULL;
+-- What a default read must leave out (replaced or unconfirmed statements): usually nothing, and
+-- this index answers "is there any?" without reading the messages.
+CREATE INDEX messages_withheld ON messages (id, retired_ms, trust)
+    WHERE retired_ms IS NOT NULL OR trust != 'confirmed';
+
+-- A forgotten or rejected statement leaves its keyed text hash (never its text), so remembering
+-- it again is refused unless the caller says it is intended.
+CREATE TABLE tombstones (
+    fingerprint BLOB PRIMARY KEY,
+    removed_ms INTEGER NOT NULL,
+    reason TEXT NOT NULL                  -- 'forget' or 'reject'
+) WITHOUT ROWID;
+
+-- Every change to this user's memory, appended and never edited (the triggers refuse it): who
+-- (actor: http, cli, mcp), what (action), when, which messages, the Add's request id, and a
+-- keyed hash of the content (HMAC with this file's secret, so it confirms nothing without the
+-- file, and nothing at all once deletion has replaced the secret).
+CREATE TABLE audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    message_ids TEXT NOT NULL,            -- JSON list of the messages.id concerned
+    request_id TEXT,
+    content_hash TEXT
+);
+CREATE TRIGGER audit_refuses_updates BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+""" + AUDIT_DELETE_GUARD + """
+-- The key of this file's keyed hashes; deleting the user replaces it.
+INSERT OR IGNORE INTO meta (key, value) VALUES ('secret', lower(hex(randomblob(32))));
+"""
+
+SHARD_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+{_MESSAGES_TABLE}
+{_MESSAGES_BY_SESSION}
+-- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
+-- reads a handful of names instead of scanning every message's.
+CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
+
+-- Idempotency: one row per accepted Add, written in the same transaction as its messages. They
+-- took consecutive ids: first_message_id .. first_message_id + stored - 1 (a forgotten one
+-- leaves a gap; a request whose messages are all forgotten is dropped).
+CREATE TABLE requests (
+    request_id TEXT PRIMARY KEY,
+    payload_hash TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    stored INTEGER NOT NULL,
+    timestamps_assigned INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    first_message_id INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- The per-session cursor: where each conversation stands, so segments can continue a session
+-- across Add boundaries without scanning it.
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    message_count INTEGER NOT NULL,
+    first_ms INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    last_message_id INTEGER NOT NULL,
+    open_segment_id INTEGER               -- the segment the next message may join
+) WITHOUT ROWID;
+
+-- Stored views over consecutive messages of one session, linked to their sources: 'segment', a
+-- run of the session split at a silence or a size cap. Rebuilt from messages by `reindex`.
+CREATE TABLE views (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    message_ids TEXT NOT NULL,            -- JSON list of messages.id in conversation order
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL
+);
+
+-- The full-text index of messages (rowid = messages.id). Contentless: the text is stored
+-- once, in messages; the index holds only the derived terms (see tokenizer.py).
+CREATE VIRTUAL TABLE message_index USING fts5(
+    words, grams, content='', tokenize="{FTS_TOKENIZE}"
+);
+
+-- A record of every single statement removed by `forget` (MemoryService.forget): which message
+-- went, when and why, so a removal can be accounted for. Never its content, nor anything derived
+-- from it (its request id may be a hash of the content), so the record cannot confirm what was said.
+CREATE TABLE removals (
+    message_id INTEGER PRIMARY KEY,       -- the removed messages.id (ids are never reused)
+    removed_ms INTEGER NOT NULL,
+    reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
+);
+""" + _LIFECYCLE
+
+SHARD_MIGRATIONS: tuple[str, ...] = (
+    # 1: the original messages with their features, the idempotency records, the per-session
+    # cursor, the derived views, and the full-text indexes (the comments of SHARD_SCHEMA say
+    # what each is for now).
+    f"""
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+    -- Every original message, byte for byte. The id is the arrival order and is never reused
+    -- (AUTOINCREMENT), so a result id stays unique for the life of the store.
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        timestamp_ms INTEGER NOT NULL,
+        timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
+        request_id TEXT NOT NULL,
+        position INTEGER NOT NULL,            -- place within its Add
+        segment_id INTEGER,                   -- the session segment (views.id) it belongs to
+        features TEXT NOT NULL                -- JSON of features.Features, extracted at Add time
+    );
+    -- The conversation order of a session across Adds: (timestamp, arrival).
+    CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);
+    -- Finds the messages of one Add (crash checks, request-level inspection).
+    CREATE INDEX messages_by_request ON messages (request_id, position);
+    -- Rebuilds a segment's index row from its members when the segment grows.
+    CREATE INDEX messages_by_segment ON messages (segment_id, timestamp_ms, id);
+    -- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
+    -- reads a handful of names instead of scanning every message's.
+    CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
+
+    -- Idempotency: one row per accepted Add, written in the same transaction as its messages.
+    CREATE TABLE requests (
+        request_id TEXT PRIMARY KEY,
+        payload_hash TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        stored INTEGER NOT NULL,
+        timestamps_assigned INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    -- The per-session cursor: where each conversation stands, so derived views can continue a
+    -- session across Add boundaries without scanning it.
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        message_count INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL,
+        last_ms INTEGER NOT NULL,
+        last_message_id INTEGER NOT NULL,
+        open_segment_id INTEGER               -- the segment the next message may join
+    ) WITHOUT ROWID;
+
+    -- Derived views over consecutive messages of one session, linked to their sources:
+    -- 'window' (a sliding window of a fixed size) and 'segment' (a run of the session split at a
+    -- silence or a size cap). Rebuilt from messages by `reindex`.
+    CREATE TABLE views (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        message_ids TEXT NOT NULL,            -- JSON list of messages.id in conversation order
+        start_ms INTEGER NOT NULL,
+        end_ms INTEGER NOT NULL
+    );
+
+    -- Which windows hold a message: a Search finds the windows around its message hits here.
+    CREATE TABLE window_members (
+        message_id INTEGER NOT NULL,
+        view_id INTEGER NOT NULL,
+        PRIMARY KEY (message_id, view_id)
+    ) WITHOUT ROWID;
+
+    -- The full-text index of messages (rowid = messages.id). Contentless: the text is stored
+    -- once, in messages; the index holds only the derived terms (see tokenizer.py).
+    CREATE VIRTUAL TABLE message_index USING fts5(
+        words, grams, content='', tokenize="{FTS_TOKENIZE}"
+    );
+    """,
+    # 2: a record of every single statement removed by `forget`.
+    """
+    CREATE TABLE removals (
+        message_id INTEGER PRIMARY KEY,       -- the removed messages.id (ids are never reused)
+        removed_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
+    );
+    """,
+    # 3: segments keep their members in views.message_ids and a message's segment is read by its
+    # id, so no query reads messages by segment: the index cost 23 bytes a message for nothing.
+    """
+    DROP INDEX IF EXISTS messages_by_segment;
+    """,
+    # 4: windows are read from the conversation order at Search time (views.py), so their rows
+    # and member links (~110 bytes a message) go; each message instead links to its neighbours in
+    # its session's order (timestamp, arrival). An Add's messages take consecutive ids in one
+    # transaction, so its request records the first id and finds them as a range: the request id
+    # and place kept on every message, and their index (~60 bytes a message), go too. The
+    # messages table is copied into its new shape (rather than altered column by column, which
+    # older SQLite cannot do), keeping every id and the id sequence, so no id is ever reused.
+    f"""
+    DROP TABLE window_members;
+    DELETE FROM views WHERE kind = 'window';
+    ALTER TABLE requests ADD COLUMN first_message_id INTEGER NOT NULL DEFAULT 0;
+    UPDATE requests SET first_message_id = coalesce((SELECT min(id - position) FROM messages
+                                                     WHERE messages.request_id = requests.request_id), 0);
+{_MESSAGES_V4.replace("CREATE TABLE messages (", "CREATE TABLE messages_v4 (")}
+    INSERT INTO messages_v4 (id, session_id, role, content, timestamp_ms, timestamp_assigned,
+                             segment_id, features, prev_id, next_id)
+    SELECT id, session_id, role, content, timestamp_ms, timestamp_assigned, segment_id, features,
+           lag(id) OVER conversation, lead(id) OVER conversation
+    FROM messages WINDOW conversation AS (PARTITION BY session_id ORDER BY timestamp_ms, id);
+    -- The old table's sequence is at least its largest id (the copy's may be less: a forgotten
+    -- last message); it moves to the copy, and the rename takes it along.
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v4';
+    UPDATE sqlite_sequence SET name = 'messages_v4' WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v4 RENAME TO messages;
+    {_MESSAGES_BY_SESSION}
+    """,
+    # 5: the lifecycle (lifecycle.py, audit.py): each message's record time, event time, trust
+    # and origin, supersession links and a keyed text hash; tombstones; the append-only audit
+    # log. Columns are added at the end (older SQLite can add no other way); a message stored
+    # before keeps its request's receive time as its record time (the nearest request at or
+    # before its id took it: an Add's ids are consecutive), and counts as said by a person.
+    """
+    ALTER TABLE messages ADD COLUMN recorded_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN valid_ms INTEGER;
+    ALTER TABLE messages ADD COLUMN retired_ms INTEGER;
+    ALTER TABLE messages ADD COLUMN superseded_by INTEGER;
+    ALTER TABLE messages ADD COLUMN origin TEXT NOT NULL DEFAULT 'user';
+    ALTER TABLE messages ADD COLUMN trust TEXT NOT NULL DEFAULT 'confirmed';
+    ALTER TABLE messages ADD COLUMN fingerprint BLOB;
+    CREATE INDEX requests_by_first_id ON requests (first_message_id);
+    UPDATE messages SET recorded_ms = coalesce((SELECT created_ms FROM requests
+        WHERE first_message_id <= messages.id ORDER BY first_message_id DESC LIMIT 1), timestamp_ms);
+    DROP INDEX requests_by_first_id;
+    """ + _LIFECYCLE,
+)
