@@ -11,11 +11,13 @@ import threading
 from pathlib import Path
 
 from aml_retriever.common.errors import StoreError
+from aml_retriever.http.auth import is_loopback
 from aml_retriever.http.metrics import Metrics, Peers, Publisher, StoreScan
-from aml_retriever.http.server import AmlHTTPServer, Checkpointer, is_loopback
+from aml_retriever.http.server import AmlHTTPServer
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.settings import Config
-from aml_retriever.storage.store import IDLE_CONNECTIONS, Store
+from aml_retriever.storage.pool import IDLE_CONNECTIONS
+from aml_retriever.storage.store import Store
 
 log = logging.getLogger("aml_retriever.server")
 # Below this much free space on the store's disk, start-up warns that writes will fail: an Add
@@ -157,3 +159,24 @@ def connection_cap(descriptors: int, idle: int, config: Config) -> int:
     user files, the files the requests being served open (three each), and a margin for logs,
     the catalog and Python's own. At 1,024 descriptors: 794; at 256: 134."""
     return max(8, descriptors - 3 * idle - 3 * config.active_requests - DESCRIPTOR_MARGIN)
+
+
+class Checkpointer(threading.Thread):
+    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds, and
+    closes the idle user files when asked (`release`, set on SIGUSR1 by the mover)."""
+
+    def __init__(self, store: Store, interval: float) -> None:
+        super().__init__(name="aml-checkpointer", daemon=True)
+        self.store, self.interval = store, interval
+        self.stop_event = threading.Event()
+        self.release = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.store.checkpoint_dirty()
+                if self.release.is_set():
+                    self.release.clear()
+                    self.store.release_idle()
+            except Exception as exc:  # retried on the next tick
+                log.warning("checkpoint failed: %s", type(exc).__name__)

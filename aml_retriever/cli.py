@@ -35,7 +35,8 @@ from aml_retriever.memory.validation import parse_user
 from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
 from aml_retriever.storage import audit
 from aml_retriever.storage.backup import backup
-from aml_retriever.storage.store import QUARANTINE, Store
+from aml_retriever.storage.store import Store
+from aml_retriever.storage.user_files import QUARANTINE
 
 MIN_PYTHON = (3, 11)
 # Below this open-file limit a server's sockets and user files crowd each other out (app.py

@@ -88,7 +88,8 @@ from corpus import (
 from aml_retriever.engine.query import plan
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import SearchRequest
-from aml_retriever.storage.store import IDLE_CONNECTIONS, Store
+from aml_retriever.storage.pool import IDLE_CONNECTIONS
+from aml_retriever.storage.store import Store
 
 TOP_K = 10
 FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message_index MATCH ? "

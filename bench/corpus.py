@@ -42,7 +42,8 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.query import plan
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message
-from aml_retriever.storage.store import Store, index_identity
+from aml_retriever.storage.catalog import index_identity
+from aml_retriever.storage.store import Store
 
 ADD_SIZE = 20  # messages per Add, the size a chat platform typically sends
 # Monday 2 January 2023, 09:00 UTC: the first chat session starts here.

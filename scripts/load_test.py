@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aml_retriever.http.server import is_loopback
+from aml_retriever.http.auth import is_loopback
 
 MAX_DURATION_S = 600.0
 MAX_REQUESTS = 1_000_000

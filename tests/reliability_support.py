@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aml_retriever.storage.store import shard_name
+from aml_retriever.storage.user_files import shard_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -46,7 +46,7 @@ from aml_retriever.cluster.sharding import (
 from aml_retriever.common.errors import ClusterError
 from aml_retriever.evaluation import synthetic
 from aml_retriever.evaluation.dataset import with_prefix
-from aml_retriever.storage.store import shard_name
+from aml_retriever.storage.user_files import shard_name
 
 
 def _haproxy_missing() -> str | None:

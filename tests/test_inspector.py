@@ -164,9 +164,9 @@ def test_the_page_ships_in_the_installed_package(tmp_path):
     if built.returncode != 0:
         pytest.skip("pip could not build the package here (offline, no setuptools wheel?): "
                     + (built.stderr.strip().splitlines() or ["no output"])[-1])
-    assert sorted(p.name for p in (target / "aml_retriever" / "ui").iterdir()) == [
+    assert sorted(p.name for p in (target / "aml_retriever" / "http" / "ui").iterdir()) == [
         "app.css", "app.js", "index.html"]
-    check = ("from aml_retriever import inspector; import sys; "
+    check = ("from aml_retriever.http import inspector; import sys; "
              "a = inspector.answer('/ui/', 'GET', None); "
              "sys.stdout.write(inspector.__file__ + ' ' + str(len(a.body)))")
     ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60,

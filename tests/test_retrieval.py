@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from aml_retriever.common.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.engine.candidates import Term, TermIndex
+from aml_retriever.engine.hits import HitReader
 from aml_retriever.engine.query import plan
-from aml_retriever.engine.retrieval import Retrieval, _exact_words, _holds_word
+from aml_retriever.engine.retrieval import Retrieval
+from aml_retriever.engine.words import QuestionWords, _holds_word, exact_words
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 
@@ -200,10 +202,9 @@ def test_shared_words_of_ascii_text_are_the_words_column_words(parts, wanted):
     """The one-pattern search of ASCII text finds exactly the question's words the general
     word split finds (whole words, case-folded, `_` and punctuation as separators)."""
     text = "".join(parts)
-    search = Retrieval(sqlite3.connect(":memory:"), RetrievalConfig())
-    search.index = TermIndex(search.conn)  # no lexical list read: every text is scanned
-    search._want_words(frozenset(wanted))
-    assert search._words_in(1, text) == frozenset(wanted) & _exact_words(text)
+    index = TermIndex(sqlite3.connect(":memory:"))  # no lexical list read: every text is scanned
+    words = QuestionWords(frozenset(wanted), index, {})
+    assert words.in_text(1, text) == frozenset(wanted) & exact_words(text)
 
 
 def test_words_are_looked_for_only_in_messages_holding_their_stem_and_found_alike(svc):
@@ -217,9 +218,10 @@ def test_words_are_looked_for_only_in_messages_holding_their_stem_and_found_alik
         search.run(question, 10, None)
         holders = search.index.holders("violin")
         assert holders is not None and 0 < len(holders) < len(search.rows)  # control: some lack it
+        words = QuestionWords(question.exact, search.index, search.rows)  # the holders its lists read
         for message_id, row in search.rows.items():
-            scan = frozenset(question.exact) & _exact_words(row.content)
-            assert search._shared_words((message_id,)) == scan
+            scan = frozenset(question.exact) & exact_words(row.content)
+            assert words.shared((message_id,)) == scan
 
 
 def test_a_name_in_most_of_a_small_memory_still_counts(svc):
@@ -260,7 +262,9 @@ def test_a_window_needs_a_second_member_with_evidence(svc):
     add(svc, "s1", "Did you find the violin?", "Yes, in the attic.", "Great news.")
     add(svc, "s2", "violin lessons resume", "the weather is grey", "see you", start_ms=T0 + DAY_MS)
     with svc.store.connection("u", create=False) as conn:
-        hits = Retrieval(conn, RetrievalConfig())._hits(plan("violin attic"), 20, None)
+        search = Retrieval(conn, RetrievalConfig())
+        reader = HitReader(conn, search.config, search.index, search.visible, search.rows)
+        hits = reader.read(plan("violin attic"), 20, None)
     matched = {m for m, _ in hits.messages}
     windows = [w for w, _ in hits.windows]
     assert windows  # control: the window joining two matching turns is there

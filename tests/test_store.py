@@ -13,7 +13,7 @@ from aml_retriever.common.errors import StoreError
 from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
-from aml_retriever.storage import store as store_module
+from aml_retriever.storage import catalog, pool
 from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
@@ -105,7 +105,7 @@ def test_user_files_are_wal_with_secure_delete_and_full_sync(tmp_path):
 def test_sqlite_memory_is_bounded_for_the_whole_process(tmp_path):
     store = Store(tmp_path / "aml.db")
     with store.connection("alice", create=True) as conn:
-        assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == store_module.SQLITE_HEAP_LIMIT
+        assert conn.execute("PRAGMA soft_heap_limit").fetchone()[0] == pool.SQLITE_HEAP_LIMIT
 
 
 def test_planned_checkpoint_truncates_the_wal_of_written_files(tmp_path):
@@ -261,7 +261,7 @@ def test_a_store_recorded_with_window_sizes_in_its_identity_opens_when_they_matc
     def record(config: RetrievalConfig) -> None:
         conn = sqlite3.connect(db, isolation_level=None)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (
-            store_module.index_identity(config.index_identity(FORMER_INDEX_SETTINGS)),))
+            catalog.index_identity(config.index_identity(FORMER_INDEX_SETTINGS)),))
         conn.close()
 
     record(RetrievalConfig().with_values(window_sizes=(2,)))
@@ -271,7 +271,7 @@ def test_a_store_recorded_with_window_sizes_in_its_identity_opens_when_they_matc
     MemoryService.open(str(db)).close()
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone() == (
-        store_module.index_identity(RetrievalConfig().index_identity()),)
+        catalog.index_identity(RetrievalConfig().index_identity()),)
     conn.close()
 
 

@@ -44,7 +44,7 @@ from aml_retriever.cluster.haproxy import RouterPaths, Runtime, Shard, render, v
 from aml_retriever.cluster.mover import Cluster, move
 from aml_retriever.cluster.sharding import HOLD, changing_map, placement, read_map, write_map
 from aml_retriever.common.errors import AmlError, ClusterError
-from aml_retriever.http.server import is_loopback
+from aml_retriever.http.auth import is_loopback
 from aml_retriever.settings import Config, load
 
 SHARD_HOST = "127.0.0.1"

@@ -47,7 +47,7 @@ from aml_retriever.cluster.sharding import (
     write_map,
 )
 from aml_retriever.common.errors import ClusterError
-from aml_retriever.memory.service import erase_user_rows, holds_nothing
+from aml_retriever.memory.removal import erase_user_rows, holds_nothing
 from aml_retriever.storage.store import Store
 
 # Buckets held at once: about 1.5% of the users wait (503, retry after a second) while their

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aml_retriever.common.errors import ClusterError
-from aml_retriever.storage.store import shard_name
+from aml_retriever.storage.user_files import shard_name
 
 # Buckets in all: fixed for the life of a cluster (the map has one line each). 1,024 spreads
 # users evenly enough for up to ~64 shards (at 16 shards each holds 64 +- 8 buckets) while a

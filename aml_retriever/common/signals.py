@@ -59,7 +59,7 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("hop", 0.3, "a second round: messages found only by the distinctive terms of the best "
            "hits, for evidence sharing no word with the question"),
     Signal("first_person", 0.5, "first-person questions: the user's own messages, in lexical order"),
-    # An exponent, not a list weight: lexical scores of texts longer than retrieval.LONG_TOKENS
+    # An exponent, not a list weight: lexical scores of texts longer than hits.LONG_TOKENS
     # index terms are scaled by (LONG_TOKENS / length) ** weight.
     Signal("brevity", 1.0, "lexical scores of long texts discounted by their length (an exponent)"),
 )

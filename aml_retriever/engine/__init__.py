@@ -1,7 +1,10 @@
 """The retrieval engine: a Search from its question to its ranked evidence. The stages in order:
-`query` (plan the question, with `focus`), `candidates` (FTS5 lists), `retrieval` (the pipeline:
-views from hits, facts about candidates, the hop round in `hops`), `scoring` (feature rankers),
-`fusion` (weighted reciprocal-rank fusion and selection), `versions` (one fact's versions).
+`query` (plan the question, with `focus`), `candidates` (FTS5 lists), `retrieval` (the pipeline
+that runs the rest in order, over the messages of `rows`): `hits` (the index hits and the views
+from them, the hop round in `hops`), `facts` (the candidates, the facts about them and the fused
+lists, the question's words from `words`), `scoring` (feature rankers), `fusion` (weighted
+reciprocal-rank fusion and selection), `reorder` (supersession, and one fact's versions from
+`versions`), `provenance` (each result's flags and explanation).
 
 May import: `storage`, `analysis`, `common`. Knows nothing of HTTP, MCP or request bodies.
 """

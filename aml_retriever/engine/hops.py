@@ -4,7 +4,7 @@
 but not "My uncle works at a hospital.", which holds none of the question's words: the two meet
 only through "uncle". So the best hits of the first round lend terms the question lacks to a
 second lookup, whose hits (less the first round's) form the `hop` list
-(`retrieval.Retrieval._bridged`). Deterministic like every list: the same store and question give
+(`hits.HitReader._bridged`). Deterministic like every list: the same store and question give
 the same seeds, terms and hits.
 """
 

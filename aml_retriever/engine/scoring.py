@@ -19,7 +19,7 @@ Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its m
 
 
 class Evidence(Protocol):
-    """One stored message as ranking reads it (retrieval.MessageRow)."""
+    """One stored message as ranking reads it (rows.MessageRow)."""
 
     timestamp_ms: int
     role: str

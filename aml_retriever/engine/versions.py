@@ -17,7 +17,7 @@ fact's versions (see `families`); they keep the ranks they hold together, but wi
 Versions come in the order they were said (then arrival): an agent records what it learns as it
 learns it, and a date a statement names ("as of 2022-10") says since when it held, not that it
 is older news than what was said before it. That date answers a period question.
-Pure functions; retrieval.py hands over the candidates. Measured on the agent-memory suite
+Pure functions; reorder.py hands over the candidates. Measured on the agent-memory suite
 (evaluation/agent_memory.py, restated facts, seeds 1-3, 40 topics): see signals.py.
 """
 

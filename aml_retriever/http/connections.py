@@ -16,15 +16,14 @@ connections cost a socket and a buffer, no thread.
   sender), never one whose request is being served.
 - **Keep-alive and pipelining.** A connection goes back to the loop after its answer; bytes that
   arrived after one request are the start of the next.
-- **Framing** is only found here (where a head ends, how long its body is); the handler parses
-  and refuses what is malformed. A head ended by bare LFs is handed over as a head too, so that
+- **Framing**: the loop only finds where a head ends and how long its body is (framing.py); the
+  handler parses and refuses what is malformed. A head ended by bare LFs is handed over as a head too, so that
   the handler's 400 answers it rather than a timeout.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import selectors
 import socket
 import threading
@@ -32,48 +31,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aml_retriever.http.framing import (
+    MAX_HEAD_BYTES,
+    awaited_body_length,
+    expects_continue,
+    head_end,
+)
+
 log = logging.getLogger("aml_retriever.server")
 # A request's head, and then its body, must each arrive within this many socket timeouts in all,
 # however they are trickled.
 BODY_DEADLINE_FACTOR = 3
-# Past this many bytes without the end of a head, what arrived is handed over as it is (the
-# handler answers 414 or 431): what a request may hold in headers is far below this, and every
-# connection may buffer this much.
-MAX_HEAD_BYTES = 256 * 1024
 READ_CHUNK = 65536
 # The most the requests still arriving may hold in memory in all: past it, the connection holding
 # the most is closed (each may hold a head of MAX_HEAD_BYTES and a body of max_body_bytes, and the
 # cap alone would allow a thousand of those).
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
-_CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
-_TRANSFER_ENCODING = re.compile(rb"^transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
-_EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.IGNORECASE | re.MULTILINE)
 # How long the listener is left unwatched when no descriptor is left to accept a connection.
 ACCEPT_PAUSE_S = 0.1
-
-
-def head_end(buffer: bytes | bytearray, start: int = 0) -> int | None:
-    """Where a request's head ends in `buffer` (the index after its blank line), or None; the
-    search starts at `start` (what was searched before, less the three bytes an end could span),
-    so a head trickled in many reads is scanned once in all."""
-    start = max(0, start - 3)
-    ends = [i + n for i, n in ((buffer.find(b"\r\n\r\n", start), 4),
-                               (buffer.find(b"\n\n", start), 2),
-                               (buffer.find(b"\n\r\n", start), 3)) if i >= 0]
-    return min(ends) if ends else None
-
-
-def body_length(head: bytes, max_body: int) -> int:
-    """How many body bytes to wait for after `head`: its one Content-Length when it is a plain
-    number within `max_body`; otherwise none (the handler refuses such a request without
-    reading its body: 411, 400, 413)."""
-    if _TRANSFER_ENCODING.search(head):
-        return 0
-    lengths = _CONTENT_LENGTH.findall(head)
-    if len(lengths) != 1 or not lengths[0].strip().isdigit():
-        return 0
-    length = int(lengths[0].strip())
-    return length if length <= max_body else 0
 
 
 @dataclass(eq=False)
@@ -279,10 +254,10 @@ class ConnectionLoop:
                     return
                 end = len(conn.buffer)  # no head end in sight: the handler refuses it
             head = bytes(conn.buffer[:end])
-            conn.needed = end + body_length(head, self.max_body)
+            conn.needed = end + awaited_body_length(head, self.max_body)
             if conn.needed > end:  # the body's own deadline starts with the head's end
                 conn.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
-                if _EXPECT_CONTINUE.search(head) and len(conn.buffer) < conn.needed:
+                if expects_continue(head) and len(conn.buffer) < conn.needed:
                     _send_continue(conn.sock)
         if len(conn.buffer) < conn.needed:
             return

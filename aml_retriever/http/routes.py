@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from aml_retriever.common.errors import InvalidField, NotFound
-from aml_retriever.http.metrics import CONTENT_TYPE
+from aml_retriever.http.metrics import CONTENT_TYPE, Metrics
 from aml_retriever.memory import exchange
 from aml_retriever.memory.lifecycle import NotProposed, Statements
 from aml_retriever.memory.listing import Listing, absent
@@ -24,9 +24,6 @@ from aml_retriever.memory.validation import (
     parse_search,
     parse_user,
 )
-
-if TYPE_CHECKING:
-    from aml_retriever.http.server import Handler
 
 
 @dataclass(frozen=True)
@@ -43,12 +40,23 @@ Params = dict[str, str]
 
 
 @dataclass(frozen=True)
+class Call:
+    """What a route's handler has of its request besides the body and the path's params: the
+    query string, and what it may call."""
+
+    query: str
+    service: MemoryService
+    metrics: Metrics
+    max_messages: int  # the most messages one Add may carry (the `max_messages` setting)
+
+
+@dataclass(frozen=True)
 class Route:
     """One method of one path template; `{name}` segments are percent-decoded into params."""
 
     label: str  # the template, which the access log shows: never a user id
     method: str
-    handler: Callable[[Handler, dict[str, Any] | None, Params], Answer]
+    handler: Callable[[Call, dict[str, Any] | None, Params], Answer]
     body: bool = False  # reads a JSON body (a POST without one takes no body, and ignores any)
 
     @cached_property
@@ -73,95 +81,91 @@ class Route:
         return params
 
 
-def _service(h: Handler) -> MemoryService:
-    return h.server.service
-
-
 def _user(params: Params) -> str:
     return parse_user({"user_id": params["user_id"]})
 
 
-def _add(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
-    return _service(h).add(parse_add(body or {}, h.server.config.max_messages))
+def _add(c: Call, body: dict[str, Any] | None, _: Params) -> Answer:
+    return c.service.add(parse_add(body or {}, c.max_messages))
 
 
-def _search(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
-    return _service(h).search(parse_search(body or {}))
+def _search(c: Call, body: dict[str, Any] | None, _: Params) -> Answer:
+    return c.service.search(parse_search(body or {}))
 
 
-def _delete_user_post(h: Handler, body: dict[str, Any] | None, _: Params) -> Answer:
-    return _service(h).delete_user(parse_user(body or {}))
+def _delete_user_post(c: Call, body: dict[str, Any] | None, _: Params) -> Answer:
+    return c.service.delete_user(parse_user(body or {}))
 
 
-def _delete_user_path(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
-    return _service(h).delete_user(_user(params))
+def _delete_user_path(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
+    return c.service.delete_user(_user(params))
 
 
-def _audit(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
-    after, limit = parse_page(urlsplit(h.path).query)
-    return _service(h).audit(_user(params), after, limit)
+def _audit(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
+    after, limit = parse_page(c.query)
+    return c.service.audit(_user(params), after, limit)
 
 
-def _users(h: Handler, _: dict[str, Any] | None, __: Params) -> Answer:
-    return Listing(_service(h).store).users(parse_list(urlsplit(h.path).query))
+def _users(c: Call, _: dict[str, Any] | None, __: Params) -> Answer:
+    return Listing(c.service.store).users(parse_list(c.query))
 
 
-def _sessions(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _sessions(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     user_id = _user(params)
-    return Listing(_service(h).store).sessions(user_id, parse_list(urlsplit(h.path).query))
+    return Listing(c.service.store).sessions(user_id, parse_list(c.query))
 
 
-def _messages(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _messages(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     user_id = _user(params)
-    return Listing(_service(h).store).messages(user_id, parse_list(urlsplit(h.path).query))
+    return Listing(c.service.store).messages(user_id, parse_list(c.query))
 
 
-def _message(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
-    return Listing(_service(h).store).message(_user(params), parse_message_id(params["id"]))
+def _message(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
+    return Listing(c.service.store).message(_user(params), parse_message_id(params["id"]))
 
 
-def _forget(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _forget(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     """The removal path of MCP `forget` (service.forget), audited with actor http."""
     user_id, message_id = _user(params), parse_message_id(params["id"])
-    if not _service(h).forget(user_id, [message_id], "forget", "http")["forgotten"]:
+    if not c.service.forget(user_id, [message_id], "forget", "http")["forgotten"]:
         raise absent(message_id)
     return {"success": True, "user_id": user_id, "id": f"m{message_id}", "forgotten": 1}
 
 
-def _reviewed(h: Handler, params: Params) -> tuple[Statements, int]:
+def _reviewed(c: Call, params: Params) -> tuple[Statements, int]:
     """The statements of the path's user and the message under review, which must exist (so a
     review of an unknown user makes no file)."""
     user_id, message_id = _user(params), parse_message_id(params["id"])
-    Listing(_service(h).store).message(user_id, message_id)
-    return Statements(_service(h), user_id, "http"), message_id
+    Listing(c.service.store).message(user_id, message_id)
+    return Statements(c.service, user_id, "http"), message_id
 
 
-def _confirm(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _confirm(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     """The path of `review --confirm`; a message confirmed already is not awaiting review."""
-    statements, message_id = _reviewed(h, params)
+    statements, message_id = _reviewed(c, params)
     if statements.confirm(message_id).replayed:
         raise NotProposed(f"m{message_id} is confirmed, not proposed", "id")
     return {"success": True, "id": f"m{message_id}", "trust": "confirmed"}
 
 
-def _reject(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _reject(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     """The path of `review --reject`: the statement is forgotten and leaves a tombstone."""
-    statements, message_id = _reviewed(h, params)
+    statements, message_id = _reviewed(c, params)
     statements.reject(message_id)
     return {"success": True, "id": f"m{message_id}", "rejected": True}
 
 
-def _export(h: Handler, _: dict[str, Any] | None, params: Params) -> Answer:
+def _export(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     """NDJSON of the Add bodies that rebuild the user (exchange.py); empty for an unknown user."""
-    return Raw(exchange.export_bytes(_service(h).store, _user(params)), "application/x-ndjson")
+    return Raw(exchange.export_bytes(c.service.store, _user(params)), "application/x-ndjson")
 
 
 # Every route, one row per method of a path template. A path that matches a template but not
 # its method is a 405 naming the template's methods; one that matches none is a 404.
 ROUTES: tuple[Route, ...] = (
-    Route("/health", "GET", lambda h, b, p: _service(h).health()),
-    Route("/stats", "GET", lambda h, b, p: _service(h).stats()),
-    Route("/metrics", "GET", lambda h, b, p: Raw(h.server.metrics.exposition(), CONTENT_TYPE)),
+    Route("/health", "GET", lambda c, b, p: c.service.health()),
+    Route("/stats", "GET", lambda c, b, p: c.service.stats()),
+    Route("/metrics", "GET", lambda c, b, p: Raw(c.metrics.exposition(), CONTENT_TYPE)),
     Route("/add", "POST", _add, body=True),
     Route("/search", "POST", _search, body=True),
     Route("/delete_user", "POST", _delete_user_post, body=True),

@@ -5,21 +5,18 @@ a bounded pool of worker threads only once it has fully arrived; a request that 
 full gets a quick 503 with Retry-After, so overload never means unbounded threads or memory, and
 slow or idle clients hold no worker. Handlers (http.server's, one request each) read from what
 the loop collected and write their answer to the socket; HTTP/1.1 keep-alive and pipelining go
-through the loop between requests.
+through the loop between requests. The protocol's rules are framing.py's, the key check auth.py's,
+the route table routes.py's.
 """
 
 from __future__ import annotations
 
-import hmac
 import http.server
 import io
-import ipaddress
 import json
 import logging
-import math
 import queue
 import re
-import selectors
 import socket
 import threading
 import time
@@ -31,62 +28,41 @@ from urllib.parse import urlsplit
 from aml_retriever import __version__
 from aml_retriever.common.errors import (
     AmlError,
-    BadRequest,
-    LengthRequired,
     MethodNotAllowed,
     Overloaded,
     PayloadTooLarge,
     RequestTimeout,
-    StorageFull,
-    Unauthorized,
     UnsupportedMediaType,
-    UserStoreDamaged,
     error_body,
     internal_error_body,
 )
 from aml_retriever.http import inspector, logs
+from aml_retriever.http.auth import authenticate
 from aml_retriever.http.connections import Connection, ConnectionLoop
+from aml_retriever.http.framing import (
+    CrlfLines,
+    announces_body,
+    body_length,
+    error_headers,
+    send_quickly,
+)
+from aml_retriever.http.lingering import Lingerer
 from aml_retriever.http.metrics import Metrics
-from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Raw, Route, resolve
+from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Call, Raw, Route, resolve
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_json
 from aml_retriever.settings import Config
 
 errors_log = logging.getLogger("aml_retriever.server")
 
-# A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
-# while what the client sends is read and dropped. Closed at once with its request unread, it
-# would be reset, and a client still sending would see a broken pipe instead of the 503.
-REJECTED_LINGER_S = 1.0
 # Connections open at once when the caller names no cap (App sizes it from the descriptor limit).
 DEFAULT_MAX_CONNECTIONS = 512
-# The longest the connection loop spends writing an error answer (408, 503) to one client.
-QUICK_WRITE_S = 0.2
 # How long a connection whose request was refused before its body was read (413, 411, 401...)
 # is drained after the answer: an 8 MiB body arrives over loopback in well under a second, and a
-# client still sending after this long is cut off (bounded: REJECTED_LINGER_MAX at once).
+# client still sending after this long is cut off (bounded: lingering.REJECTED_LINGER_MAX at once).
 EARLY_ERROR_LINGER_S = 5.0
-# When a client may try again after a full disk or a damaged user file: an operator's fix takes
-# minutes, and a client retrying every second would only add load.
-RESOURCE_RETRY_S = 60
-REJECTED_LINGER_MAX = 512
 # The methods routes may accept; any other method token is logged as OTHER, never as sent.
 KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
-
-
-class CrlfLines:
-    """The request's header lines, read through to the real reader, noting any line that ends
-    in a bare LF (http.client accepts one; this server refuses it)."""
-
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
-        self.bare_lf = False
-
-    def readline(self, limit: int = -1) -> bytes:
-        line: bytes = self._reader.readline(limit)
-        if line.endswith(b"\n") and not line.endswith(b"\r\n"):
-            self.bare_lf = True
-        return line
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -194,7 +170,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 status, payload = 200, self._route(method)
         except AmlError as exc:
-            status, payload, headers = exc.status, error_body(exc), _error_headers(exc)
+            status, payload, headers = exc.status, error_body(exc), error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
             status, payload = 500, internal_error_body()
             self._log_unexpected(exc)
@@ -210,7 +186,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """The answer of the route a request names. Authenticated first, so a caller without the
         key learns nothing, not even which paths exist; /health (and the page) alone are open."""
         if urlsplit(self.path).path != OPEN_PATH:
-            self._authenticate()
+            authenticate(self.headers, self.server.config.api_key)
         routes, params = resolve(self.path)
         self._label = label = routes[0].label
         route = next((r for r in routes if r.method == method), None)
@@ -221,7 +197,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if method == "POST" and not route.body:
             self._discard_body()
         with self.server.turn(route):
-            return route.handler(self, body, params)
+            call = Call(urlsplit(self.path).query, self.server.service, self.server.metrics,
+                        self.server.config.max_messages)
+            return route.handler(call, body, params)
 
     def _count(self, status: int, body_bytes: int) -> logs.Access:
         """Count this answer, once: just before it is written, so that a client that has read it
@@ -239,30 +217,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """Log this answer once it is written (or could not be): off the client's wait."""
         logs.access(self._count(status, 0))
 
-    def _authenticate(self) -> None:
-        key = self.server.config.api_key
-        if not key:
-            return
-        offered = self.headers.get("X-Api-Key")
-        authorization = self.headers.get("Authorization", "")
-        scheme, _, credential = authorization.strip().partition(" ")
-        if offered is None and scheme.lower() in ("bearer", "token"):
-            offered = credential.strip()
-        # http.server decodes header bytes as Latin-1; encoding back gives the bytes as sent,
-        # so a key with non-ASCII characters, sent as UTF-8, compares equal.
-        if offered is None or not hmac.compare_digest(offered.encode("latin-1", "replace"),
-                                                      key.encode("utf-8")):
-            raise Unauthorized("missing or invalid API key")
-
     def _read_json(self) -> dict[str, Any]:
-        if self.headers.get("Transfer-Encoding"):
-            raise LengthRequired("send the body with a Content-Length (chunked bodies are not accepted)")
-        length_header = self.headers.get_all("Content-Length") or []
-        if not length_header:
-            raise LengthRequired("Content-Length is required")
-        if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
-            raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
-        length = int(length_header[0])
+        length = body_length(self.headers, None)
         if length > self.server.config.max_body_bytes:
             raise PayloadTooLarge(f"body must be at most {self.server.config.max_body_bytes} bytes",
                                   "body")
@@ -283,12 +239,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _discard_body(self) -> None:
         """A POST whose route takes no body: what it sent anyway (the loop collected it whole,
         within max_body_bytes) is read and dropped, so it is never taken for the next request."""
-        if self.headers.get("Transfer-Encoding"):
-            raise LengthRequired("send the body with a Content-Length (chunked bodies are not accepted)")
-        length_header = self.headers.get_all("Content-Length") or ["0"]
-        if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
-            raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
-        self._read_body(int(length_header[0]))
+        self._read_body(body_length(self.headers, "0"))
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
         self._send(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
@@ -302,7 +253,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             # A body may still be arriving: answer, then read and drop it for a while before
             # closing, so the client gets to read the status instead of a reset.
-            self.linger = self._announces_body()
+            self.linger = announces_body(getattr(self, "headers", None))
         if self.command != "POST" and (self.headers.get("Transfer-Encoding")
                                        or self.headers.get("Content-Length", "0").strip() != "0"):
             self.close_connection = True
@@ -324,11 +275,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._count(status, len(sent))
         self.end_headers()
         self.wfile.write(sent)
-
-    def _announces_body(self) -> bool:
-        headers = getattr(self, "headers", None)
-        return headers is not None and (bool(headers.get("Transfer-Encoding"))
-                                        or headers.get("Content-Length", "0").strip() != "0")
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Errors http.server raises itself (bad request line, headers too large): same JSON
@@ -434,7 +380,7 @@ class AmlHTTPServer(http.server.HTTPServer):
         self.metrics.expired("body" if body_arriving else "idle" if conn.started is None else "head")
         if body_arriving:
             started, request_id = time.perf_counter(), logs.request_id_in(bytes(conn.buffer))
-            sent = _send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
+            sent = send_quickly(conn.sock, 408, "Request Timeout", RequestTimeout(
                 "the body did not arrive in time; send Content-Length bytes", "body"), request_id)
             self.answered(logs.Access("-", "-", 408, time.perf_counter() - started, sent,
                                       conn.address[0], request_id))
@@ -442,7 +388,7 @@ class AmlHTTPServer(http.server.HTTPServer):
 
     def _reject(self, conn: Connection, request_id: str, arrived: float) -> None:
         request = conn.sock
-        sent = _send_quickly(request, 503, "Service Unavailable",
+        sent = send_quickly(request, 503, "Service Unavailable",
                              Overloaded("the server is at capacity; retry after a second"),
                              request_id, retry_after=1)
         try:
@@ -502,125 +448,3 @@ class AmlHTTPServer(http.server.HTTPServer):
         errors_log.warning("connection error")
 
 
-def _send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError, request_id: str,
-                  retry_after: int | None = None) -> int:
-    """An error answer written by the connection loop: at most a fraction of a second, never
-    blocking the loop on a client that does not read. Returns the body bytes sent."""
-    body = json.dumps(error_body(error)).encode()
-    head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{logs.REQUEST_ID_HEADER}: {request_id}\r\n"
-            + (f"Retry-After: {retry_after}\r\n" if retry_after else "")
-            + "Connection: close\r\n\r\n")
-    try:
-        sock.settimeout(QUICK_WRITE_S)
-        sock.sendall(head.encode() + body)
-    except OSError:
-        return 0
-    return len(body)
-
-
-class Lingerer(threading.Thread):
-    """Closes refused connections gently: reads and drops what their clients still send, and
-    closes each at its end of stream or after REJECTED_LINGER_S, whichever comes first."""
-
-    def __init__(self) -> None:
-        super().__init__(name="aml-rejected", daemon=True)
-        self._selector = selectors.DefaultSelector()
-        self._deadlines: dict[socket.socket, float] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = False
-
-    def keep(self, sock: socket.socket, seconds: float = REJECTED_LINGER_S) -> bool:
-        """Take a half-closed connection; False when too many are lingering, or it is closed
-        already (close it now)."""
-        with self._lock:
-            if len(self._deadlines) >= REJECTED_LINGER_MAX:
-                return False
-            try:
-                sock.setblocking(False)
-                self._selector.register(sock, selectors.EVENT_READ)
-            except (OSError, ValueError, KeyError):
-                return False
-            self._deadlines[sock] = time.monotonic() + seconds
-        self._wake.set()
-        return True
-
-    def stop(self) -> None:
-        """Close every lingering connection and end the thread."""
-        self._stopping = True
-        self._wake.set()
-        self.join()
-
-    def run(self) -> None:
-        while not self._stopping:
-            with self._lock:
-                waiting = bool(self._deadlines)
-                if not waiting:
-                    self._wake.clear()
-            if not waiting:
-                self._wake.wait()
-                continue
-            ready = {key.fileobj for key, _ in self._selector.select(timeout=0.05)}
-            self._close(ready, time.monotonic())
-        self._close(set(), math.inf)
-        self._selector.close()
-
-    def _close(self, ready: set[Any], now: float) -> None:
-        """Close the connections whose clients are done or whose time is up."""
-        with self._lock:
-            for sock, deadline in list(self._deadlines.items()):
-                done = now > deadline
-                if sock in ready:
-                    try:
-                        done = done or not sock.recv(65536)
-                    except BlockingIOError:
-                        pass
-                    except OSError:
-                        done = True
-                if done:
-                    self._selector.unregister(sock)
-                    del self._deadlines[sock]
-                    sock.close()
-
-
-def _error_headers(exc: AmlError) -> dict[str, str]:
-    if isinstance(exc, MethodNotAllowed):
-        return {"Allow": ", ".join(exc.allowed)}
-    if isinstance(exc, Unauthorized):
-        return {"WWW-Authenticate": 'Bearer realm="aml_retriever"'}
-    if isinstance(exc, Overloaded):
-        return {"Retry-After": "1"}
-    if isinstance(exc, (StorageFull, UserStoreDamaged)):
-        return {"Retry-After": str(RESOURCE_RETRY_S)}
-    return {}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class Checkpointer(threading.Thread):
-    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds, and
-    closes the idle user files when asked (`release`, set on SIGUSR1 by the mover)."""
-
-    def __init__(self, store: Any, interval: float) -> None:
-        super().__init__(name="aml-checkpointer", daemon=True)
-        self.store, self.interval = store, interval
-        self.stop_event = threading.Event()
-        self.release = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop_event.wait(self.interval):
-            try:
-                self.store.checkpoint_dirty()
-                if self.release.is_set():
-                    self.release.clear()
-                    self.store.release_idle()
-            except Exception as exc:  # retried on the next tick
-                errors_log.warning("checkpoint failed: %s", type(exc).__name__)

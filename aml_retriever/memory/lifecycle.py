@@ -14,7 +14,7 @@ rejected, forgotten, and what each leaves behind.
   from that date; otherwise from when it was remembered.
 
 Every change is one write transaction that also appends its audit event (audit.py), so the
-memory and its log never disagree. The HTTP Add path shares the same tables (service.py).
+memory and its log never disagree. The HTTP Add path shares the same tables (writes.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from typing import Any
 
 from aml_retriever.analysis.dates import extract_dates
 from aml_retriever.common.errors import AmlError, NotFound
-from aml_retriever.memory.service import MESSAGE_COLUMNS, MemoryService, Stamp, message_row
+from aml_retriever.memory.reads import MESSAGE_COLUMNS, message_row
+from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message
+from aml_retriever.memory.writes import Stamp
 from aml_retriever.storage import audit
 from aml_retriever.storage.timeline import withheld_changed
 

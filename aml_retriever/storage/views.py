@@ -9,7 +9,7 @@
 - `segment`: a run of a session's messages, closed by a silence longer than the configured gap or
   by the size cap; stored in `views` with its members, and each message records its segment.
 
-Views are scored at Search time from the message hits they hold (see retrieval.py), so they need
+Views are scored at Search time from the message hits they hold (see engine/hits.py), so they need
 no full-text index of their own. A window's content is its messages' contents joined by newlines,
 so every original message appears in it byte for byte.
 """

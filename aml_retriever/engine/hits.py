@@ -1,0 +1,176 @@
+"""The first stage of a Search: reading the user's indexes. `HitReader` reads the message hits
+and the views built from them (windows and segments scored from the hits they hold, the turn
+after a top hit, the second round's bridged hits), discounts long texts (`LONG_TOKENS`), orders
+each lexical list with its segments' scores, and loads the rows every hit points at. `Hits` is
+what it read."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.engine.candidates import TermIndex, token_counts
+from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
+from aml_retriever.engine.query import QueryPlan
+from aml_retriever.engine.rows import MessageRow, load_rows
+from aml_retriever.storage.timeline import Visibility
+from aml_retriever.storage.views import Turn, turns, windows_around
+
+# Message hits read per candidate wanted: windows and segments are scored from the hits they
+# hold, so they need more hits than the message list keeps. FTS5 scores every match whatever the
+# LIMIT, so the deeper read costs little.
+HIT_FACTOR = 4
+# A text longer than this many index terms (words, or CJK unigrams and bigrams) has its lexical
+# score scaled by LONG_TOKENS / length (to the power of the brevity weight). Chat turns stay below
+# it (LoCoMo messages ~25 words, windows of three ~80: LoCoMo dev figures unchanged), long
+# assistant replies do not (BEAM dev: median 557 words). BEAM dev, off -> on at 150: MRR .406 ->
+# .503, b@1000w .188 -> .341, first result 772 -> 474 words; 100 and 200 measured alike.
+LONG_TOKENS = 150
+# How many top lexical hits lend their next turn an adjacency boost.
+ADJACENT_TO_TOP = 10
+Window = tuple[int, ...]  # a window's members, in conversation order
+
+
+@dataclass(frozen=True)
+class Hits:
+    """What the indexes returned for one Search: (id, BM25) lists and what they point at."""
+
+    messages: list[tuple[int, float]]
+    windows: list[tuple[Window, float]]
+    segments: dict[int, float]
+    options: list[tuple[int, float]]
+    bridged: list[tuple[int, float]]  # the second round's hits (hops.py)
+    following: dict[int, int]  # the turn after a top hit: {its id: the hit's rank}
+    message_order: list[int]  # messages by BM25 mixed with their segment's
+    window_order: list[Window]
+
+
+class HitReader:
+    """Reads one Search's hits into `rows`; kept for the Search, so a deeper reading does not
+    read again the lengths a shallower one read."""
+
+    def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig, index: TermIndex,
+                 visible: Visibility, rows: dict[int, MessageRow]) -> None:
+        self.conn = conn
+        self.config = config
+        self.index = index
+        self.visible = visible
+        self.rows = rows
+        self._tokens: dict[int, int] = {}  # message id -> its length in index terms
+
+    def read(self, plan: QueryPlan, depth: int, session_id: str | None) -> Hits:
+        """Every index hit the signals switched on need, with the rows they point at loaded."""
+        w = self.config.weight
+        found = self.index.ranked(plan.lexical, depth * HIT_FACTOR, session_id)
+        around = self._turns(found)
+        self._measure(found, around)
+        messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
+                          key=lambda hit: (-hit[1], hit[0]))
+        windows = self._windows_around(found, around, depth) if w("window") > 0 else []
+        segments = self._segments_of(found, around) if w("segment") > 0 else {}
+        messages = messages[:depth]
+        options = (self.index.ranked(plan.options, depth, session_id)
+                   if w("options") > 0 else [])
+        following = (self._following([m for m, _ in messages[:ADJACENT_TO_TOP]], around)
+                     if w("adjacency") > 0 else {})
+        bridged = (self._bridged(plan, messages, {m for m, _ in found}, depth, session_id)
+                   if w("hop") > 0 else [])
+        load_rows(self.conn, self.rows,
+                  {m for m, _ in messages} | {m for m, _ in options} | set(following)
+                  | {m for window, _ in windows for m in window} | {m for m, _ in bridged})
+        if self.visible.hides:  # the index found only visible messages; these
+            seen = self.visible.admits          # were reached along the conversation instead
+            windows = [(window, score) for window, score in windows if all(map(seen, window))]
+            following = {m: rank for m, rank in following.items() if seen(m)}
+        return Hits(messages, windows, segments, options, bridged, following,
+                    message_order=self._mixed_order(messages, segments, lambda m: m),
+                    window_order=self._mixed_order(windows, segments, lambda window: window[-1]))
+
+    def _bridged(self, plan: QueryPlan, messages: list[tuple[int, float]], lexical: set[int],
+                 depth: int, session_id: str | None) -> list[tuple[int, float]]:
+        """The second round: messages found by the terms the best hits lend (hops.py), less
+        those the question's own terms found (they are ranked by those already)."""
+        seeds = [m for m, _ in messages[:HOP_SEEDS]]
+        load_rows(self.conn, self.rows, seeds)
+        bridges = bridge_terms([self.rows[m].content for m in seeds], plan.lexical)
+        return [hit for hit in self.index.ranked(bridges, depth, session_id, MIN_BRIDGE_IDF)
+                if hit[0] not in lexical]
+
+    def _turns(self, messages: list[tuple[int, float]]) -> dict[int, Turn]:
+        """Where each hit sits in its conversation, as far as the signals on look: windows need
+        the largest window's reach, the next turn (adjacency) one step, segments none."""
+        w = self.config.weight
+        reach = max(self.config.window_sizes, default=1) - 1 if w("window") > 0 else 0
+        if w("adjacency") > 0:
+            reach = max(reach, 1)
+        if reach == 0 and w("segment") <= 0:
+            return {}
+        return turns(self.conn, [m for m, _ in messages], reach)
+
+    def _windows_around(self, messages: list[tuple[int, float]], around: dict[int, Turn],
+                        depth: int) -> list[tuple[Window, float]]:
+        """The windows holding two or more message hits, scored by the sum of their hits' BM25
+        (a window that joins two matching turns outscores either turn), discounted for length
+        as a message is (`_brief`)."""
+        score = defaultdict(float, messages)  # a window's other members score nothing
+        best = sorted((-self._brief(sum(map(score.__getitem__, w)), w), w)
+                      for w in windows_around(around, self.config.window_sizes)
+                      if sum(1 for m in w if score[m] > 0) >= 2)[:depth]
+        return [(w, -negated) for negated, w in best]
+
+    def _measure(self, messages: list[tuple[int, float]], around: dict[int, Turn]) -> None:
+        """Read the index length of every hit and of its neighbours, when brevity is on."""
+        if self.config.weight("brevity") > 0:
+            ids = {m for m, _ in messages} | {m for turn in around.values() for m in turn.run}
+            self._tokens.update(token_counts(self.conn, [m for m in ids if m not in self._tokens]))
+
+    def _brief(self, score: float, members: tuple[int, ...]) -> float:
+        """A lexical score discounted for length beyond LONG_TOKENS: BM25 normalises term
+        frequency by length, but a long text still holds more of a question's words, and a
+        reader's budget pays for every word of it (see LONG_TOKENS)."""
+        weight = self.config.weight("brevity")
+        if weight <= 0:
+            return score
+        tokens = sum(self._tokens.get(m, 1) for m in members)
+        return score * min(1.0, LONG_TOKENS / tokens) ** weight
+
+    @staticmethod
+    def _segments_of(messages: list[tuple[int, float]], around: dict[int, Turn]) -> dict[int, float]:
+        """Each segment's score: the sum of its message hits' BM25."""
+        totals: dict[int, float] = {}
+        for message_id, score in messages:
+            segment = around[message_id].segment_id
+            if segment is not None:
+                totals[segment] = totals.get(segment, 0.0) + score
+        return totals
+
+    @staticmethod
+    def _following(hits: list[int], around: dict[int, Turn]) -> dict[int, int]:
+        """The next message in conversation order after each top hit: {next id: hit's rank}."""
+        following: dict[int, int] = {}
+        for rank, hit in enumerate(hits, 1):
+            nxt = around[hit].next_id
+            if nxt is not None and nxt not in following:
+                following[nxt] = rank
+        return following
+
+    def _mixed_order(self, hits: list[tuple[Any, float]], segments: dict[int, float],
+                     last_of: Callable[[Any], int]) -> list[Any]:
+        """Order hits by their own BM25 plus, weighted, the BM25 of the segment they sit in:
+        a turn in a conversation that is about the question is more likely its evidence.
+        Scores are divided by each list's best so the two scales meet."""
+        if not hits:
+            return []
+        best = hits[0][1] or 1.0
+        best_segment = max(segments.values(), default=0.0) or 1.0
+        weight = self.config.weight("segment")
+
+        def mixed(hit: tuple[Any, float]) -> float:
+            segment = self.rows[last_of(hit[0])].segment_id
+            return hit[1] / best + weight * segments.get(segment, 0.0) / best_segment
+
+        return [i for i, _ in sorted(hits, key=lambda h: (-mixed(h), h[0]))]

@@ -1,0 +1,140 @@
+"""The read paths: a Search's ranked evidence, stored messages by id, request, content, trust or
+time, and pages of the audit log. A read never creates a user file: an unknown user has none."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.engine.query import plan
+from aml_retriever.engine.retrieval import Result, Retrieval
+from aml_retriever.memory.parts import Part
+from aml_retriever.memory.validation import SearchRequest
+from aml_retriever.storage import audit
+from aml_retriever.storage.timeline import CURRENT, ReadFilter
+from aml_retriever.storage.views import WINDOW_SEPARATOR
+
+# The columns a single message is read with (`_messages`), in the order `message_row` takes them.
+MESSAGE_COLUMNS = ("id, content, timestamp_ms, role, session_id, origin, trust, recorded_ms, "
+                    "coalesce(valid_ms, timestamp_ms), retired_ms, superseded_by")
+
+
+class Reads(Part):
+    """Searches and reads of stored messages and of the audit log."""
+
+    def search(self, request: SearchRequest, statements: bool = False) -> dict[str, Any]:
+        """The user's best original evidence for the query, best first, each piece once; with
+        `statements`, each result also carries the lifecycle fields of a statement (`origin`,
+        `trust`, `valid_from`, `superseded_by`), as the agents' memory answers them."""
+        max_words = request.max_words or self.service.default_max_words
+        with self.store.connection(request.user_id, create=False) as conn:
+            if conn is None:
+                return {"data": [], "words": 0} if max_words else {"data": []}
+            query_plan = plan(request.query, request.options)
+            with self.store.read(conn):
+                retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
+                results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
+        found: dict[str, Any] = {"data": [self._result(r, retrieval.rows, statements)
+                                          for r in results]}
+        if max_words:
+            found["words"] = retrieval.words_returned
+        return found
+
+    def _result(self, result: Result, rows: dict[int, Any], statement: bool) -> dict[str, Any]:
+        members = [rows[m] for m in result.candidate.members]
+        first = members[0]
+        view = result.candidate.view
+        item: dict[str, Any] = {
+            "id": f"m{first.id}" if view == "message" else
+                  f"w{result.candidate.view_id}-" + "-".join(str(m.id) for m in members),
+            "content": WINDOW_SEPARATOR.join(m.content for m in members),
+            "score": result.score,
+            "created_at": iso_utc(first.timestamp_ms),
+            "role": first.role if view == "message" else
+                    ",".join(dict.fromkeys(m.role for m in members)),
+            "session_id": first.session_id,
+        }
+        if self.service.provenance:
+            item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
+                        evidence_flags=list(result.flags))
+        if result.parts is not None:
+            item["explain"] = {"signals": [{"signal": p.signal, "rank": p.rank, "weight": p.weight,
+                                            "share": p.share} for p in result.parts]}
+        if statement:
+            item.update(origin=first.origin, trust=first.trust,
+                        valid_from=iso_utc(first.valid_ms or first.timestamp_ms),
+                        superseded_by=None if first.superseded_by is None
+                        else f"m{first.superseded_by}")
+            return item
+        # Only a read of the past or of proposals meets these, so a default answer is unchanged.
+        if view == "message" and first.superseded_by is not None:
+            item["superseded_by"] = f"m{first.superseded_by}"
+        if any(m.trust != "confirmed" for m in members):
+            item["trust"] = "proposed"
+        return item
+
+    def messages(self, user_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The user's messages with these ids (those that exist), in id order."""
+        marks = ",".join("?" * len(ids))
+        return self._messages(user_id, f"id IN ({marks}) ORDER BY id", list(ids))
+
+    def messages_of_request(self, user_id: str, request_id: str) -> list[dict[str, Any]]:
+        """The messages one Add stored (and still holds), in the order it sent them."""
+        return self._messages(user_id, "id BETWEEN (SELECT first_message_id FROM requests WHERE "
+                                       "request_id = ?1) AND (SELECT first_message_id + stored - 1 "
+                                       "FROM requests WHERE request_id = ?1) ORDER BY id",
+                              [request_id])
+
+    def messages_with_content(self, user_id: str, content: str) -> list[dict[str, Any]]:
+        """The user's messages whose content is exactly `content`, oldest first."""
+        return self._messages(user_id, "content = ? ORDER BY id", [content])
+
+    def proposed(self, user_id: str, limit: int) -> list[dict[str, Any]]:
+        """Current statements awaiting a person's review, oldest first."""
+        return self._messages(user_id, "trust = 'proposed' AND retired_ms IS NULL ORDER BY id "
+                                       "LIMIT ?", [limit])
+
+    def recent(self, user_id: str, limit: int, visible: ReadFilter = CURRENT,
+               before: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """The user's `limit` newest messages that `visible` admits, by time (then arrival),
+        newest first; with `before` (a time and an id), only those after it in that order."""
+        where, params = visible.clause()
+        if before is not None:
+            where += " AND (timestamp_ms, id) < (?, ?)"
+            params += list(before)
+        return self._messages(user_id, f"{where} ORDER BY timestamp_ms DESC, id DESC LIMIT ?",
+                              [*params, limit])
+
+    def _messages(self, user_id: str, where: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Messages as results without a score; `where` is built from fixed clauses only, never
+        from input (values are parameters)."""
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is None:
+                return []
+            with self.store.read(conn):
+                rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {where}",
+                                    params).fetchall()
+        return [message_row(row) for row in rows]
+
+    def audit(self, user_id: str, after: int, limit: int) -> dict[str, Any]:
+        """A page of the user's audit log, oldest first (see audit.py); none for an unknown
+        user (a read creates no file)."""
+        events: list[dict[str, Any]] = []
+        next_cursor = None
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is not None:
+                with self.store.read(conn):
+                    events, next_cursor = audit.page(conn, after, limit)
+        return {"user_id": user_id, "events": events, "next_cursor": next_cursor}
+
+
+def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A message read with `MESSAGE_COLUMNS`, as the lifecycle's callers see it."""
+    (message_id, content, timestamp, role, session_id, origin, trust, recorded, valid, retired,
+     superseded_by) = row
+    return {"id": f"m{message_id}", "content": content, "created_at": iso_utc(timestamp),
+            "timestamp_ms": timestamp, "role": role, "session_id": session_id, "origin": origin,
+            "trust": trust, "recorded_at": iso_utc(recorded), "valid_from": iso_utc(valid),
+            "retired_at": iso_utc(retired) if retired is not None else None,
+            "superseded_by": f"m{superseded_by}" if superseded_by is not None else None}

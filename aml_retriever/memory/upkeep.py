@@ -1,0 +1,83 @@
+"""Upkeep of the whole store, over every user file: the derived rows rebuilt for the current
+settings (`reindex`), and the store's counts (`stats`), never content."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aml_retriever.analysis.features import extract
+from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
+from aml_retriever.memory.parts import Part
+from aml_retriever.storage import resources
+
+
+class Upkeep(Part):
+    """Reindexing and counting every user file of the store."""
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+        """Rebuild every derived row (features, index rows, links, segments) of every user from
+        the original messages, one transaction per user, for the current settings."""
+        users = messages = 0
+        paths = self.store.shard_paths()
+        for done, path in enumerate(paths, 1):
+            with self.store.connection_at(path) as conn:
+                if conn is not None:
+                    with self.store.write(conn):
+                        messages += self._rebuild(conn)
+                        self.store.record_index_identity(conn)
+                    users += 1
+            if progress:
+                progress(done, len(paths))
+        self.store.record_index_identity()
+        return {"users": users, "messages": messages}
+
+    def _rebuild(self, conn: sqlite3.Connection) -> int:
+        conn.execute("DELETE FROM speakers")
+        empty_indexes(conn)
+        rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
+        for message_id, role, content, timestamp in rows:
+            features = extract(role, content, timestamp)
+            conn.execute("UPDATE messages SET features = ? WHERE id = ?",
+                         (features.to_json(), message_id))
+            index_message(conn, message_id, content, features)
+        rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
+            "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
+        return len(rows)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts only, never content."""
+        totals = {"users": 0, "messages": 0, "sessions": 0, "requests": 0}
+        size = self.store.path.stat().st_size
+        damaged = 0
+        for path in self.store.shard_paths():
+            try:
+                size += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+                counts = _counts(path)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except sqlite3.OperationalError:
+                if resources.out_of_descriptors():
+                    raise resources.overloaded() from None
+                continue  # a file being created right now: no committed schema yet
+            except sqlite3.DatabaseError:
+                damaged += 1  # counted, never a failure of the whole answer
+                continue
+            totals["users"] += counts[0] > 0
+            totals["messages"] += counts[0]
+            totals["sessions"] += counts[1]
+            totals["requests"] += counts[2]
+        return {**totals, "store_bytes": size, "damaged_user_files": damaged,
+                "quarantined_user_files": len(self.store.quarantined())}
+
+
+def _counts(path: Path) -> tuple[int, int, int]:
+    """A user file's message, session and request counts, read only."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM "
+                            "sessions), (SELECT count(*) FROM requests)").fetchone()
+    finally:
+        conn.close()

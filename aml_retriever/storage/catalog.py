@@ -1,0 +1,119 @@
+"""The catalog: the file a store is named by (e.g. `./aml.db`), beside which its user files live.
+
+Opening it makes or migrates it (`schema`), names why it cannot be used by its real cause (a full
+disk, no permission, not a store), and refuses a store indexed with other settings than these.
+A running server holds it with a shared lock (`ServerLock`), which whole-store operations that
+remove files under a server (purge) must take exclusively.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
+from aml_retriever.common.errors import StoreError
+from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
+from aml_retriever.storage.schema import CATALOG, Schema
+
+
+def index_identity(view_shape: str) -> str:
+    """Changes whenever what the index holds for the same messages would change (tokenizer, view
+    shapes); a store built otherwise is refused on open instead of searched with mismatched rows."""
+    return hashlib.sha256(f"tokenizer-v1|{FTS_TOKENIZE}|{view_shape}".encode()).hexdigest()[:16]
+
+
+class Catalog:
+    """A store's catalog file, and the index identity it and every user file are stamped with."""
+
+    def __init__(self, path: Path, retrieval: RetrievalConfig, reindexing: bool) -> None:
+        self.path = path
+        self.index_identity = index_identity(retrieval.index_identity())
+        self._former_identity = index_identity(retrieval.index_identity(FORMER_INDEX_SETTINGS))
+        self._reindexing = reindexing
+        self.schema = Schema(path, self.index_identity)
+
+    def open(self) -> None:
+        """Make, migrate or check the catalog; a StoreError says why it cannot be used."""
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a store file", "db")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the directory of the store {self.path}: "
+                             f"{exc.strerror}", "db") from None
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                self.schema.migrate(conn, CATALOG)
+                self._check_index_identity(conn)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(self._unusable(exc), "db") from None
+
+    def record_index_identity(self, conn: sqlite3.Connection | None = None) -> None:
+        """Stamp a file (or the catalog) as indexed with this store's settings (after reindex)."""
+        target = conn or sqlite3.connect(self.path, isolation_level=None)
+        target.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (self.index_identity,))
+        if conn is None:
+            target.close()
+
+    def _unusable(self, exc: sqlite3.DatabaseError) -> str:
+        """Why the store cannot be opened, named by its real cause where one is known."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == sqlite3.SQLITE_FULL:
+            return f"no space left on the device that holds {self.path}"
+        if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM) and \
+                not os.access(self.path if self.path.exists() else self.path.parent, os.W_OK):
+            return f"permission denied: {self.path} cannot be written by this user"
+        return f"{self.path} is not a usable aml_retriever store ({exc})"
+
+    def _check_index_identity(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_identity'").fetchone()
+        if row and row[0] == self._former_identity:
+            self.record_index_identity(conn)  # the same index, as recorded before schema 4
+        elif row and row[0] != self.index_identity and not self._reindexing:
+            raise StoreError(f"{self.path} was indexed with other settings ({row[0]}; these "
+                             f"settings make {self.index_identity}); run `reindex` to rebuild it "
+                             "for these settings, or use the settings that wrote it", "db")
+
+
+class ServerLock:
+    """A flock on the catalog: shared while a server uses the store, exclusive for an operation
+    that must not run under one."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._shared: int | None = None  # the descriptor holding the shared lock
+
+    def hold_shared(self) -> None:
+        """Mark the store as in use by a server, so `purge` refuses to remove files under it."""
+        self._shared = os.open(self._path, os.O_RDONLY)
+        fcntl.flock(self._shared, fcntl.LOCK_SH)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the store alone for the block, or refuse at once while a server holds it."""
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StoreError("the store is in use by a running server; stop it first "
+                                 "(or delete users one by one with DELETE /users/{user_id})",
+                                 "db") from None
+            yield
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        """Let go of the shared lock, if held."""
+        if self._shared is not None:
+            os.close(self._shared)
+            self._shared = None

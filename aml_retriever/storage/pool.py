@@ -1,0 +1,188 @@
+"""Connections to the user files, shared by every thread through a pool of idle ones.
+
+A thread leases a connection for one call (`with store.connection(user) as conn`) and gives it
+back; at most a set number stay idle between calls. Every connection is opened with the same
+pragmas (`Connections._configure`), in WAL mode, to a file at the current schema (`schema`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from aml_retriever.storage import resources
+from aml_retriever.storage.schema import Schema
+
+# How long a writer waits for another writer of the same user before giving up.
+BUSY_TIMEOUT_MS = 15_000
+# Cap on the WAL file kept after a checkpoint, so one burst does not leave a huge file behind.
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+# Connections kept open between calls, for any thread to reuse (least recently used closed
+# first): bounds file descriptors (three per WAL connection) however many users are served.
+IDLE_CONNECTIONS = 64
+# SQLite's memory for the whole process (a soft limit: page caches give memory back beyond it).
+# Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
+# measured 624 MB of server memory; the operating system's file cache still holds the pages.
+SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
+
+
+class Connections:
+    """Every open connection to a store's user files: leased to one thread, or idle in the pool."""
+
+    def __init__(self, schema: Schema, synchronous: str, idle_connections: int) -> None:
+        self.synchronous = synchronous
+        self._schema = schema
+        self._idle = _Pool(idle_connections)
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+
+    @property
+    def opened(self) -> list[sqlite3.Connection]:
+        """Every connection open now, leased or idle."""
+        with self._opened_lock:
+            return list(self._opened)
+
+    @contextmanager
+    def lease(self, path: Path, create: bool = False) -> Iterator[sqlite3.Connection | None]:
+        """A connection to a user file, leased from the pool of idle ones (opened when none is
+        idle) and given back after the block; None when there is no usable file and `create` is
+        false. Connections are shared across threads, so each file keeps one or two warm page
+        caches however many workers serve it, and open files stay bounded."""
+        conn = self._idle.take(path)
+        if conn is None:
+            if not create and not path.exists():
+                yield None
+                return
+            conn = self._open(path, create)
+        try:
+            yield conn
+        finally:
+            if conn is not None:
+                self._give_back(path, conn)
+
+    def drop(self, path: Path) -> None:
+        """Close every idle connection to one file (before it is moved or removed)."""
+        for conn in self._idle.take_file(path):
+            self._close(conn)
+
+    def release_idle(self) -> int:
+        """Close every idle connection (the leased ones stay with their threads), so that no
+        file is held open between requests: the mover removes a moved user's emptied file only
+        once no server has it open (a connection to a file unlinked and made again under the
+        same name would, when closed, remove the new file's WAL). Returns how many closed."""
+        idle = self._idle.take_all()
+        for conn in idle:
+            self._close(conn)
+        return len(idle)
+
+    def close(self) -> None:
+        """Close every connection; call only when no thread still uses them."""
+        self._idle.take_all()  # closed below, with the leased ones
+        with self._opened_lock:
+            conns, self._opened = self._opened, []
+        for conn in conns:
+            conn.close()
+
+    def _give_back(self, path: Path, conn: sqlite3.Connection) -> None:
+        # A block left inside a transaction (an error between BEGIN and its end) is not reused.
+        evicted = [conn] if conn.in_transaction else self._idle.give(path, conn)
+        for old in evicted:
+            self._close(old)
+
+    def _open(self, path: Path, create: bool) -> sqlite3.Connection | None:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        try:
+            self._configure(conn)
+            if not self._schema.bring_user_file(conn, path, create):
+                conn.close()
+                return None
+        except BaseException:
+            conn.close()
+            raise
+        with self._opened_lock:
+            self._opened.append(conn)
+        return conn
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
+        # A Search's temporary tables (timeline.py) stay in memory: small, and a read must not
+        # need room on a full disk.
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _use_wal(conn)
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        # Deleted text is overwritten with zeros, so a deleted user does not linger in free pages.
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+
+    def _close(self, conn: sqlite3.Connection) -> None:
+        with self._opened_lock:
+            if conn in self._opened:
+                self._opened.remove(conn)
+        conn.close()
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put a file in WAL mode. Switching takes a lock without waiting on busy_timeout, so two
+    first Adds of a new user, opening its new file at once, would fail one of them with
+    "database is locked": the switch is retried until the other is done. A file already in WAL
+    mode (every file but a new one) is only asked, which takes no lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            # Only another opener's lock is worth waiting for: out of file descriptors, say, it
+            # would wait the whole busy timeout and then fail anyway.
+            if resources.primary(exc) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+class _Pool:
+    """Idle connections by file, least recently given back first out when over the cap."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._idle: OrderedDict[tuple[Path, int], sqlite3.Connection] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, path: Path) -> sqlite3.Connection | None:
+        with self._lock:
+            for key in reversed(self._idle):  # the warmest first
+                if key[0] == path:
+                    return self._idle.pop(key)
+        return None
+
+    def give(self, path: Path, conn: sqlite3.Connection) -> list[sqlite3.Connection]:
+        """Keep `conn` idle; returns the connections pushed out, for the caller to close."""
+        with self._lock:
+            self._idle[(path, id(conn))] = conn
+            evicted = []
+            while len(self._idle) > self._cap:
+                evicted.append(self._idle.popitem(last=False)[1])
+            return evicted
+
+    def take_file(self, path: Path) -> list[sqlite3.Connection]:
+        """Every idle connection to one file, for the caller to close."""
+        with self._lock:
+            keys = [key for key in self._idle if key[0] == path]
+            return [self._idle.pop(key) for key in keys]
+
+    def take_all(self) -> list[sqlite3.Connection]:
+        with self._lock:
+            conns = list(self._idle.values())
+            self._idle.clear()
+        return conns
