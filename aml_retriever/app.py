@@ -86,8 +86,11 @@ class App:
         return self
 
     def run_forever(self) -> None:
-        """Serve in this thread until SIGTERM or SIGINT, then stop gracefully."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        """Serve in this thread until SIGTERM, SIGINT or SIGHUP, then stop gracefully (a hang-up
+        of the terminal it was started from ends it as a stop does, never mid-request)."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # started under nohup, or a process of `--processes` (its supervisor's)
             signal.signal(sig, lambda *_: threading.Thread(target=self.server.shutdown).start())
         # Close the idle user files at the next checkpoint tick: the mover asks before it
         # removes the files of users moved to another shard (mover.py).

@@ -21,10 +21,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from aml_retriever import __version__
-from aml_retriever.agents.scopes import MEMORY_USER, ScopedMemory, default_global_root, memory_retrieval
+from aml_retriever.agents.scopes import (
+    MEMORY_USER,
+    STORE_NAME,
+    ScopedMemory,
+    default_global_root,
+    event_of,
+    memory_retrieval,
+    statement_id,
+    statement_of,
+)
 from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 from aml_retriever.common.errors import AmlError, InvalidField
 from aml_retriever.http import logs
@@ -47,6 +56,28 @@ EXIT_CODES = "exit codes: 0 success, 1 could not do its work (reason on stderr),
 # `pip install .` makes (pyproject.toml's [project.scripts] calls `console`).
 MODULE_PROG = "python3 -m aml_retriever"
 CONSOLE_PROG = "aml-retriever"
+
+
+# The settings `mcp` reads (the ranking, durability, logs, proposals); the HTTP server's own
+# (host, port, key, limits, workers) mean nothing to it and are not offered as its flags.
+MCP_SETTINGS = frozenset({"synchronous", "log_level", "log_format", "signal_weights",
+                          "candidate_depth", "window_sizes", "segment_gap_minutes",
+                          "segment_max_messages", "proposed_statements"})
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the full usage of `serve` is 25 lines): what is wrong, and where
+    to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(text: str) -> int:
+    """A whole number of at least 1 from the command line (digits counted before conversion)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 18 or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
@@ -90,14 +121,13 @@ def _memory_roots(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog,
-                                     description="Evidence-first memory retriever for LLM agents.",
-                                     epilog=EXIT_CODES)
+    parser = Parser(prog=prog, description="Evidence-first memory retriever for LLM agents.",
+                    epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"aml_retriever {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for name, summary, example in (
-            ("serve", "serve the HTTP API until SIGTERM or SIGINT",
+            ("serve", "serve the HTTP API until SIGTERM, SIGINT or SIGHUP",
              "python3 -m aml_retriever serve --port 8080 --db ./aml.db --api-key KEY"),
             ("print-config", "print every effective setting and where it came from",
              "AML_PORT=9000 python3 -m aml_retriever print-config --config my.json")):
@@ -146,17 +176,19 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     _memory_roots(mcp)
     mcp.add_argument("--config", help="JSON file of settings (see config.example.json)")
     for setting in SETTINGS:
-        _add_setting(mcp, setting)
+        if setting.name in MCP_SETTINGS:
+            _add_setting(mcp, setting)
 
     review = _command(commands, "review", "list, confirm or reject statements awaiting review",
                       "A person's review of what agents inferred: without --confirm or --reject, "
                       "list the proposed statements; --confirm makes one part of default recall, "
                       "--reject forgets it and leaves a tombstone (its text hash). Every change is "
                       "audited with actor cli.",
-                      "python3 -m aml_retriever review --db ./.aml/memory.db --confirm m12")
+                      "python3 -m aml_retriever review --db ./.aml/memory.db --confirm local:12")
     _read_store_options(review)
     review.add_argument("--confirm", action="append", default=[], metavar="ID",
-                        help="confirm this statement (m12, 12 or local:12); repeatable")
+                        help="confirm this statement (local:12 in an agent memory, m12 in an HTTP "
+                        "store, or 12); repeatable")
     review.add_argument("--reject", action="append", default=[], metavar="ID",
                         help="reject this statement; repeatable")
 
@@ -172,9 +204,10 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     history = _command(commands, "history", "print every version of a statement and its events",
                        "Print the versions of one statement (what it replaced, what replaced it), "
                        "oldest first, and every audit event about them.",
-                       "python3 -m aml_retriever history --db ./.aml/memory.db m12")
+                       "python3 -m aml_retriever history --db ./.aml/memory.db local:12")
     _read_store_options(history)
-    history.add_argument("id", help="the statement or message id (m12, 12 or local:12)")
+    history.add_argument("id", help="the statement or message id (local:12 in an agent memory, "
+                         "m12 in an HTTP store, or 12)")
 
     export = _command(commands, "export", "write a user's memory as NDJSON, or a memory as Markdown",
                       "With --db: write one user's messages as the Add bodies that rebuild them, "
@@ -214,6 +247,9 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     _store_options(import_)
     import_.add_argument("--in", dest="in_file", required=True, metavar="FILE",
                          help="the NDJSON file (as export writes it)")
+    import_.add_argument("--max-line-bytes", type=_positive, default=exchange.MAX_LINE_BYTES,
+                         metavar="N", help="refuse a line longer than this many bytes "
+                         f"(default {exchange.MAX_LINE_BYTES}, 16 MiB)")
 
     backup_ = _command(commands, "backup", "copy the whole store, consistently, while it serves",
                        "Copy the catalog and every user file into DIR (under the same names) through "
@@ -388,18 +424,40 @@ def _service(args: argparse.Namespace) -> Iterator[MemoryService]:
 
 
 def _review(args: argparse.Namespace) -> int:
+    scope = _memory_scope(args)
     with _service(args) as service:
-        statements = Statements(service, args.user, "cli")
+        statements = _cli_statements(service, args, scope)
         if not args.confirm and not args.reject:
-            _print({"proposed": statements.proposed(audit.MAX_PAGE)})
+            _print({"proposed": _shown(scope, statements.proposed(audit.MAX_PAGE))})
             return 0
-        changed = {"confirmed": [statements.confirm(message_number(i)).statement
-                                 for i in args.confirm],
-                   "rejected": [statements.reject(message_number(i)).statement
-                                for i in args.reject]}
+        changed = {"confirmed": _shown(scope, [statements.confirm(message_number(i, scope)).statement
+                                               for i in args.confirm]),
+                   "rejected": _shown(scope, [statements.reject(message_number(i, scope)).statement
+                                              for i in args.reject])}
         service.store.checkpoint_dirty()
     _print(changed)
     return 0
+
+
+def _memory_scope(args: argparse.Namespace) -> str | None:
+    """The scope of the agent memory --db names (PROJECT/.aml/memory.db is a project's local
+    memory, another memory.db the account's global one), so its statements are shown with the
+    ids agents see (local:12); None for an HTTP store, whose messages are m12."""
+    db = Path(args.db)
+    if args.user != MEMORY_USER or db.name != STORE_NAME:
+        return None
+    return "local" if db.parent.name == ".aml" else "global"
+
+
+def _cli_statements(service: MemoryService, args: argparse.Namespace,
+                    scope: str | None) -> Statements:
+    shown = (lambda m: statement_id(scope, m)) if scope else str
+    return Statements(service, args.user, "cli", shown)
+
+
+def _shown(scope: str | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored messages as this store's reader knows them: an agent's statements, or messages."""
+    return [statement_of(scope, row) for row in rows] if scope else rows
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -412,8 +470,13 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
+    scope = _memory_scope(args)
     with _service(args) as service:
-        _print(Statements(service, args.user, "cli").history(message_number(args.id)))
+        found = _cli_statements(service, args, scope).history(message_number(args.id, scope))
+    if scope:
+        found = {"versions": _shown(scope, found["versions"]),
+                 "events": [event_of(scope, event) for event in found["events"]]}
+    _print(found)
     return 0
 
 
@@ -461,13 +524,13 @@ def _import(args: argparse.Namespace) -> int:
     config = load({"db_path": args.db, **given}, args.config)
     path = Path(args.in_file)
     with path.open("rb") as checked:  # every line checked before any is stored
-        for _ in exchange.read_lines(checked):
+        for _ in exchange.read_lines(exchange.bounded_lines(checked, args.max_line_bytes)):
             pass
     store = Store(config.db_path, retrieval=config.retrieval())
     try:
         importer = exchange.Importer(MemoryService(store, retrieval=config.retrieval()))
         with path.open("rb") as lines:
-            for line in exchange.read_lines(lines):
+            for line in exchange.read_lines(exchange.bounded_lines(lines, args.max_line_bytes)):
                 importer.add(line)
         store.checkpoint_dirty()
     finally:
@@ -482,12 +545,18 @@ def _backup(args: argparse.Namespace) -> int:
     return 0
 
 
-def message_number(text: str) -> int:
-    """A message id as a person types it: m12, 12, or an agent's local:12 / global:12."""
-    match = re.fullmatch(r"(?:m|local:|global:)?([1-9][0-9]{0,17})", text.strip())
+def message_number(text: str, scope: str | None = None) -> int:
+    """A message id as a person types it: m12 or 12, or, in an agent memory, the id agents see
+    (local:12 in a project's memory, global:12 in the account's)."""
+    match = re.fullmatch(r"(?:m|(local|global):)?([1-9][0-9]{0,17})", text.strip())
+    example = f"{scope}:12 or 12" if scope else "m12 or 12"
     if match is None:
-        raise InvalidField(f"{text[:40]!r} is not a statement id (m12, 12 or local:12)", "id")
-    return int(match.group(1))
+        raise InvalidField(f"{text[:40]!r} is not a statement id ({example})", "id")
+    if match.group(1) and match.group(1) != scope:
+        where = f"this is the {scope} memory" if scope else "this is not an agent's memory"
+        raise InvalidField(f"{text.strip()} names the {match.group(1)} memory, but {where} "
+                           f"(ids here look like {example})", "id")
+    return int(match.group(2))
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -508,8 +577,10 @@ def store_checks(db: Path) -> list[tuple[str, bool]]:
     """What `check --db` reports of a store, read only: one (line, ok) per finding."""
     from aml_retriever.app import LOW_SPACE_BYTES
 
+    if db.is_dir():
+        return [(f"{db} is a directory, not a store file", False)]
     if not db.is_file():
-        return [(f"a store at {db}", False)]
+        return [(f"no store at {db}: no such file (serve, or an import, makes one there)", False)]
     checks = [(f"catalog {db}", _quick_check(db) == "ok")]
     shard_dir = Path(f"{db}.users")
     files = sorted(shard_dir.glob("??/*.db"))
@@ -530,7 +601,7 @@ def store_checks(db: Path) -> list[tuple[str, bool]]:
 
 def _quick_check(path: Path) -> str:
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
         try:
             return str(conn.execute("PRAGMA quick_check").fetchone()[0])
         finally:

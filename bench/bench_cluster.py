@@ -19,11 +19,18 @@ What it does
    `--rounds` rounds; the ratio of each round is reported and their median judged. Reports
    req/s, p50/p99, and the CPU the shards, HAProxy and the client used (in cores).
 
+5. The router's CPU per request by body shape, on the 1-shard cluster: the bodies (each ~1 MiB,
+   user_id the last key, sent without the API key, as an attacker would) that cost the router's
+   user-id reader most, and a plain Search, each sent `--shape-requests` times (50 times as many
+   of the small one); HAProxy's CPU time (/proc) before and after, divided by the requests
+   (docs/RELIABILITY.md, "The router under attack").
+
 Why one client process with threads: the machine has 2 cores, which the shards need; see
 bench_http.py. Both clusters stay up throughout; the one not measured is idle.
 
 Targets (the issue's): HAProxy adds <= 1 ms at p50 to a Search (`--max-added-ms`); 2 shards give
->= 1.6x the Searches and the Adds a second of 1 shard at 16 clients (`--min-ratio`).
+>= 1.6x the Searches and the Adds a second of 1 shard at 16 clients (`--min-ratio`); no body
+shape costs HAProxy more than 10 ms of CPU (`--max-body-cpu-ms`; it was 90-290 ms).
 
 Needs HAProxy 2.6 or later (`apt-get install haproxy`); without it the benchmark says so and
 exits 0 with nothing measured.
@@ -231,6 +238,66 @@ def added_latency(router: int, shard: int, searches: Sequence[tuple[str, str]],
     return samples
 
 
+# ---- the router's CPU by body shape -------------------------------------------------------------
+
+
+def body_shapes(user: str, limit: int) -> dict[str, bytes]:
+    """A plain Search, then bodies of about `limit` bytes (max_body_bytes, less room) with
+    user_id the last key, in the shapes that cost the router's user-id reader most. Searches of
+    top_k 0: a shard that reads one refuses it."""
+    size = limit - 4096
+    named = json.dumps(user)
+
+    def last(head: str, unit: str, tail: str) -> bytes:
+        head = '{"top_k": 0, "query": "\\u00e9", ' + head
+        tail = tail + ', "user_id": ' + named + "}"
+        return (head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail).encode()
+
+    half = (size - 200) // 2
+    return {
+        "plain Search": json.dumps({"user_id": user, "query": "kite", "top_k": 1}).encode(),
+        "~1 MiB of raw text": last('"q": "', "kite ", '"'),
+        "\\u escapes": last('"q": "', "\\u4e2d", '"'),
+        "escaped quotes": last('"q": "', '\\"', '"'),
+        "a run of backslashes": last('"q": "', "\\\\", '\\""'),
+        "tiny strings": last('"q": [', '"",', '""]'),
+        "deep nesting": last('"q": ', "[" * half + "]" * half, ""),
+        "nested user_id keys": last('"messages": [', '{"user_id": "decoy"},', "{}]"),
+        '"user_id" as values': last('"a": "user_id", "b": [0', ', "user_id"', "]"),
+        "escaped keys": last('"q": 0', ', "\\u0061\\u0062\\u0063": 0', ""),
+        "tiny numbers": last('"q": [', "0,", "0]"),
+    }
+
+
+def router_cpu_by_body(router: int, router_pid: int, limit: int,
+                       requests: int) -> dict[str, dict[str, Any]]:
+    """HAProxy's CPU time per request for each body shape, sent without the API key on a
+    connection of its own, and who answered (HAProxy itself, or the shard)."""
+    def send(body: bytes) -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", router, timeout=60)
+        try:
+            conn.request("POST", "/search", body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            return response.status, "shard" if response.getheader("Server") else "HAProxy"
+        finally:
+            conn.close()
+
+    found = {}
+    for name, body in body_shapes("bystander", limit).items():
+        count = requests * 50 if len(body) < 10_000 else requests
+        status, by = send(body)
+        before = process_cpu_seconds(router_pid)
+        for _ in range(count):
+            send(body)
+        found[name] = {"bytes": len(body), "status": status, "answered_by": by,
+                       "requests": count,
+                       "cpu_ms": (process_cpu_seconds(router_pid) - before) * 1000 / count}
+        log(f"  {name}: {len(body):,} bytes, {status} from {by}, "
+            f"{found[name]['cpu_ms']:.2f} ms of HAProxy's CPU a request")
+    return found
+
+
 def balanced_users(count: int) -> list[str]:
     """`count` user ids, half on each shard of a 2-shard cluster, alternating."""
     buckets = placement(["shard-0", "shard-1"])
@@ -295,6 +362,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         report["added_paired_ms"] = statistics.median(
             (t - d) / 1e6 for t, d in zip(samples["through HAProxy"].ns,
                                           samples["straight to the shard"].ns, strict=True))
+        log(f"HAProxy's CPU by body shape, {args.shape_requests} requests each")
+        limit = int(dict(args.setting).get("max_body_bytes", 1_048_576))
+        report["router_cpu_by_body"] = router_cpu_by_body(
+            one.port, _pids(layouts[1], one)[0], limit, args.shape_requests)
         context = multiprocessing.get_context("spawn")
         report["phases"] = []
         with context.Pool(1) as pool:
@@ -332,8 +403,10 @@ def judge(report: dict[str, Any], args: argparse.Namespace, loadavg_start: float
             ratios[workload].append(rate[2] / rate[1])
     report["ratios"] = {w: {"rounds": r, "median": statistics.median(r)} for w, r in ratios.items()}
     report["errors"] = sum(row["errors"] for row in report["phases"])
+    report["worst_body_cpu_ms"] = max(s["cpu_ms"] for s in report["router_cpu_by_body"].values())
     report["verdicts"] = {
         "added_p50": report["added_ms"]["p50"] <= args.max_added_ms,
+        "body_cpu": report["worst_body_cpu_ms"] <= args.max_body_cpu_ms,
         **{f"{w}_ratio": r["median"] >= args.min_ratio for w, r in report["ratios"].items()}}
     report["env"] = environment(loadavg_start)
     report["passed"] = all(report["verdicts"].values()) and report["errors"] == 0
@@ -378,6 +451,13 @@ def markdown(report: dict[str, Any]) -> str:
               f"{p['max_added_ms']:g} ms: **{'PASS' if v['added_p50'] else 'FAIL'}**), "
               f"{added['p99']:.3f} ms at p99; the paired median of the same Search's two times "
               f"differs by {report['added_paired_ms']:.3f} ms.", "",
+              "## HAProxy's CPU by body shape (1 shard, no API key, user_id the last key)", "",
+              "| body | bytes | answer | HAProxy CPU ms a request |", "|---|---:|---|---:|"]
+    for name, s in report["router_cpu_by_body"].items():
+        lines.append(f"| {name} | {s['bytes']:,} | {s['status']} from {s['answered_by']} | "
+                     f"{s['cpu_ms']:.2f} |")
+    lines += ["", f"Worst: **{report['worst_body_cpu_ms']:.2f} ms** (target <= "
+              f"{p['max_body_cpu_ms']:g} ms: **{'PASS' if v['body_cpu'] else 'FAIL'}**).", "",
               f"## Throughput ({p['clients']} clients through HAProxy)", "",
               "| round | workload | shards | req/s | p50 ms | p99 ms | errors | shard cores | "
               "HAProxy cores (ms a request) | client cores |",
@@ -423,13 +503,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="pass when HAProxy adds at most this at p50")
     parser.add_argument("--min-ratio", type=float, default=1.6,
                         help="pass when 2 shards serve at least this times 1 shard")
+    parser.add_argument("--shape-requests", type=int, default=20,
+                        help="requests of each ~1 MiB body shape in the router-CPU measurement")
+    parser.add_argument("--max-body-cpu-ms", type=float, default=10.0,
+                        help="pass when no body shape costs HAProxy more CPU than this a request")
     parser.add_argument("--setting", action="append", default=[], type=_setting, metavar="NAME=VALUE",
                         help="a server setting every shard runs with, e.g. synchronous=NORMAL "
                              "(repeatable; the targets are judged at the defaults)")
     add_run_args(parser, "cluster", "where the clusters go (in a bench_cluster/ subdirectory)",
                  "keep the clusters' stores and logs")
     args = parser.parse_args(argv)
-    require_positive(parser, args, ("users", "user_messages", "clients", "rounds", "queries"))
+    require_positive(parser, args, ("users", "user_messages", "clients", "rounds", "queries",
+                                    "shape_requests"))
     if args.user_messages < ADD_SIZE:
         parser.error(f"--user-messages must be at least {ADD_SIZE}")
     if args.seconds <= 0:

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Redraw docs/inspector.png: the inspector page over a small demo memory, one user open and a
-Search explained, as headless chromium shows it.
+Search explained (its first hit a window, shown as its messages with their roles), as headless
+chromium shows it. Times are drawn in --timezone (UTC unless told), so the picture does not depend
+on the machine's.
 
 Needs selenium (pip) and chromium with its driver (Debian: apt-get install chromium
 chromium-driver), development tools only. The server runs on a loopback port over a temporary
 store that is removed afterwards.
 
-    python3 scripts/inspector_screenshot.py [--out docs/inspector.png] [--width 1200]
+    python3 scripts/inspector_screenshot.py [--out docs/inspector.png] [--width 1200] [--timezone UTC]
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def seed(app: App) -> None:
                                                   origin="agent")
 
 
-def shoot(url: str, out: Path, width: int, height: int, browser: tuple[str, str]) -> None:
+def shoot(url: str, out: Path, width: int, height: int, browser: tuple[str, str], zone: str) -> None:
     from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -78,6 +80,7 @@ def shoot(url: str, out: Path, width: int, height: int, browser: tuple[str, str]
     try:
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": zone})
         wait = WebDriverWait(driver, 10)
         driver.get(url + "/ui/")
         driver.find_element(By.ID, "key").send_keys(KEY, Keys.ENTER)
@@ -86,6 +89,8 @@ def shoot(url: str, out: Path, width: int, height: int, browser: tuple[str, str]
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#messages li .content"))
         driver.find_element(By.ID, "query").send_keys(QUERY, Keys.ENTER)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#hits .signal"))
+        if not driver.find_elements(By.CSS_SELECTOR, "#hits .member"):
+            raise SystemExit("the demo Search returned no window hit: change QUERY or the demo memory")
         driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "inspector.png")
     parser.add_argument("--width", type=int, default=1200)
     parser.add_argument("--height", type=int, default=1100)
+    parser.add_argument("--timezone", default="UTC", help="an IANA name, e.g. Europe/Lisbon")
     args = parser.parse_args(argv)
     browser = find_browser()
     if browser is None:
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                         "api_key": KEY}, environ={})).start()
         try:
             seed(app)
-            shoot(app.url, args.out, args.width, args.height, browser)
+            shoot(app.url, args.out, args.width, args.height, browser, args.timezone)
         finally:
             app.stop()
     print(f"wrote {args.out} ({args.width} x {args.height})")

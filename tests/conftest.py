@@ -112,7 +112,7 @@ def saturated(app: App) -> Iterator[None]:
     try:
         for _ in range(2):
             holder = socket.create_connection(("127.0.0.1", app.port))
-            holder.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+            holder.sendall(b"GET /stats HTTP/1.1\r\nHost: localhost\r\n\r\n")
             holders.append(holder)
             time.sleep(0.3)  # let the worker take the first before the second arrives
         yield

@@ -100,23 +100,37 @@ def test_a_port_in_use_is_named_in_one_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def world_readable_copy(base: Path) -> Path:
+    """A copy of the package under `base` that any user can read, so another user can run it wherever
+    this checkout lives (a clone under /root, or any directory of mode 700, is closed to them)."""
+    copy = base / "src"
+    shutil.copytree(ROOT / "aml_retriever", copy / "aml_retriever",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for path in [copy, *copy.rglob("*")]:  # whatever the umask the checkout was made with
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the command as another user")
 def test_an_unwritable_directory_is_reported_as_a_permission_problem():
     python = "/usr/bin/python3"  # one another user can run (this one may live under /root)
-    probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", f"{python} -c 'import sys; "
-                            "assert sys.version_info >= (3, 11)'"], capture_output=True, timeout=60)
+    probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", f"cd / && {python} -c 'import sys; "
+                            "assert sys.version_info >= (3, 11)'"], capture_output=True, timeout=60, cwd="/")
     if probe.returncode != 0:
         pytest.skip(f"{python} (3.11 or later) cannot be run by the user nobody here")
     base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own directories are private to root
     try:
         base.chmod(0o755)
+        package = world_readable_copy(base)
         readonly = base / "ro"
         readonly.mkdir(mode=0o555)
         done = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c",
-                               f"cd {ROOT} && timeout 20 {python} -m aml_retriever serve "
-                               f"--port 0 --db {readonly}/aml.db"], capture_output=True, text=True,
-                              timeout=60)
+                               f"cd / && PYTHONPATH={package} PYTHONDONTWRITEBYTECODE=1 timeout 20 {python} "
+                               f"-m aml_retriever serve --port 0 --db {readonly}/aml.db"],
+                              capture_output=True, text=True, timeout=60, cwd="/")
+        assert "No module named" not in done.stderr, done.stderr  # nobody could read the copy
         assert done.returncode == 1 and "permission denied" in one_line_error(done.stderr)
+        assert not (readonly / "aml.db").exists()
     finally:
         shutil.rmtree(base)
 

@@ -2,8 +2,11 @@
 reaches the one shard that holds the user's file, whatever the id's script or encoding, and the
 shard HAProxy picks is the one the mover computes; the synthetic suite gives through three shards
 exactly what one server gives; a killed shard's users get 503 (never another shard's 200) while
-the others are served; growing to four shards moves about a quarter of the users with nothing
-lost, duplicated or changed, and a move stopped anywhere is finished by running it again.
+the others are served; the router refuses request targets that are not one-slash paths (`//add`
+would reach another shard) and reads a body's user id in a few ms of CPU whatever the body,
+refusing one it cannot decide rather than guessing; growing to four shards moves about a quarter
+of the users with nothing lost, duplicated or changed, and a move stopped anywhere is finished by
+running it again.
 
 One cluster serves the whole module (the tests run in order: the kill and the growth come
 last). Skipped, saying why, where HAProxy 2.6 or later cannot be had (scripts/run_tests.sh
@@ -33,7 +36,7 @@ from conftest import Client
 from aml_retriever import __version__
 from aml_retriever.cluster import mover
 from aml_retriever.cluster.control import Layout, mover_cluster
-from aml_retriever.cluster.haproxy import version
+from aml_retriever.cluster.haproxy import LUA, Runtime, version
 from aml_retriever.cluster.sharding import (
     BUCKETS,
     HOLD,
@@ -43,9 +46,10 @@ from aml_retriever.cluster.sharding import (
     placement,
     read_map,
 )
-from aml_retriever.common.errors import ClusterError
+from aml_retriever.common.errors import AmlError, ClusterError
 from aml_retriever.evaluation import synthetic
 from aml_retriever.evaluation.dataset import with_prefix
+from aml_retriever.memory.validation import parse_json, parse_user
 from aml_retriever.storage.user_files import shard_name
 
 
@@ -199,9 +203,9 @@ def id_request(user: str, how: int) -> bytes:
     a Search with top_k 0 is refused 400, OPTIONS 405."""
     if how == 2:
         return (f"OPTIONS /users/{urllib.parse.quote(user, safe='')}/audit HTTP/1.1\r\n"
-                "Host: aml\r\n\r\n").encode()
+                "Host: localhost\r\n\r\n").encode()
     body = json.dumps({"user_id": user, "query": "q", "top_k": 0}, ensure_ascii=how == 0).encode()
-    return (b"POST /search HTTP/1.1\r\nHost: aml\r\nContent-Type: application/json\r\n"
+    return (b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
@@ -261,8 +265,9 @@ def test_every_id_reaches_the_shard_the_mover_computes(running):
 
 
 def odd_bodies(user: str) -> dict[str, bytes]:
-    """Add bodies the server accepts for `user` in raw UTF-8 (so HAProxy tries json_query first)
-    that json_query reads wrongly or not at all, and one with an escaped key."""
+    """Add bodies the server accepts for `user` in raw UTF-8 that a naive reader (HAProxy's own
+    json_query, which the router once used) reads wrongly or not at all, and one with an escaped
+    key."""
     def add(request_id: str, **extra: Any) -> dict[str, Any]:
         return {"request_id": request_id, "session_id": "s",
                 "messages": [{"role": "user", "content": f"marker {request_id} note"}], **extra}
@@ -284,7 +289,7 @@ def odd_bodies(user: str) -> dict[str, bytes]:
     }
 
 
-def test_bodies_json_query_misreads_are_routed_by_the_user_id_the_server_reads(running):
+def test_bodies_a_naive_reader_misreads_are_routed_by_the_user_id_the_server_reads(running):
     user = "odd/ü 用户 😀"
     client = running.client()
     try:
@@ -339,7 +344,7 @@ def test_the_router_answers_health_and_refuses_bodies_the_servers_would(running)
         # whole, never routed on the part that fitted.
         body = json.dumps({"user_id": "big", "query": "q" * (limit - 100)}).encode()
         crowded = answer_while_sending(running.port, (
-            b"POST /search HTTP/1.1\r\nHost: aml\r\nContent-Type: application/json\r\n"
+            b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"X-Padding: " + b"p" * 90_000 + b"\r\nContent-Length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body))
         assert crowded.startswith(b"HTTP/1.1 431") and b"x-aml-shard" not in crowded.lower()
@@ -368,6 +373,413 @@ def answer_while_sending(port: int, request: bytes) -> bytes:
     finally:
         sender.join()
         sock.close()
+
+
+# ---- the router under attack: request targets --------------------------------------------------
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def by_router(self) -> bool:
+        """Whether HAProxy answered itself (a shard's answer names the server)."""
+        return "server" not in self.headers
+
+    @property
+    def unrouted(self) -> bool:
+        """Whether HAProxy answered itself before choosing a shard (once it has chosen one, it
+        names it in X-Aml-Shard, even on its own 503)."""
+        return self.by_router and "x-aml-shard" not in self.headers
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def exchange(port: int, method: str, target: str, body: bytes | None = None,
+             headers: dict[str, str] | None = None) -> Answer:
+    """One request sent as it is written (any request target, which http.client would check),
+    on a connection of its own, and its answer."""
+    head = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close"]
+    head += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    if body is not None:
+        head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        reader = sock.makefile("rb")
+        status = int(reader.readline().split()[1])
+        found = {}
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            found[name.strip().lower()] = value.strip()
+        data = reader.read(int(found["content-length"])) if "content-length" in found else reader.read()
+    return Answer(status, found, data)
+
+
+def assert_refused_target(answer: Answer, target: str) -> None:
+    """The router's own 400 for a request target that is not a path with one leading slash:
+    the JSON error shape of its other answers, and no shard involved."""
+    assert answer.status == 400 and answer.unrouted, (target, answer)
+    error = answer.json()["error"]
+    assert error["code"] == "bad_request" and "exactly one /" in error["message"], target
+    assert set(error) == {"code", "message", "field"}
+
+
+def user_on(running: Running, shard: str, prefix: str) -> str:
+    """A user id (with a slash and a non-ASCII letter, so paths percent-encode it) whose shard
+    is `shard`."""
+    return next(user for user in (f"{prefix}/ü-{i}" for i in range(10_000))
+                if running.shard_of(user) == shard)
+
+
+def test_a_target_that_is_not_a_one_slash_path_is_refused_by_the_router(running):
+    """`//add` through the router used to reach the first shard, which Python's http.server
+    serves as `/add`: the user's data landed on a shard that does not own it, a DELETE through
+    the router left it there, `//stats` answered 200. The router now refuses such targets 400
+    itself, before routing; the same requests with one slash are the controls."""
+    user = user_on(running, "shard-1", "slashes")  # not the first shard, where `//` went
+    quoted = urllib.parse.quote(user, safe="")
+    marker = "DOUBLESLASHQUOKKA"
+    add = json.dumps({"request_id": "r1", "user_id": user, "session_id": "s",
+                      "messages": [{"role": "user", "content": f"{marker} lives here"}]}).encode()
+    search = json.dumps({"user_id": user, "query": marker, "top_k": 5}).encode()
+    port = running.port
+    for target in ("//add", "///add"):
+        assert_refused_target(exchange(port, "POST", target, add), target)
+    time.sleep(0.5)  # a checkpoint tick: rows written anywhere would reach a file
+    assert holding(running.layout.root, marker) == []  # the Add landed nowhere
+    # Control: the same Add with one slash lands on the user's shard, and only there.
+    added = exchange(port, "POST", "/add", add)
+    assert added.status == 200 and added.headers["x-aml-shard"] == "shard-1"
+    time.sleep(0.5)
+    assert holding(running.layout.root, marker) == ["shard-1"]
+
+    refused = [("POST", "//search", search), ("POST", "//delete_user", search),
+               ("DELETE", f"//users/{quoted}", None), ("GET", f"//users/{quoted}/messages", None),
+               ("GET", f"//users/{quoted}/export", None), ("GET", "//users", None),
+               ("GET", "//stats", None), ("GET", "//metrics", None), ("GET", "//health", None),
+               ("POST", f"http://127.0.0.1:{port}/search", search),
+               ("POST", f"HTTP://127.0.0.1:{port}/add", add),
+               ("DELETE", f"http://127.0.0.1:{port}/users/{quoted}", None),
+               ("GET", f"http://127.0.0.1:{port}//stats", None), ("OPTIONS", "*", None)]
+    for method, target, body in refused:
+        assert_refused_target(exchange(port, method, target, body), target)
+    # Targets HAProxy's own parser refuses: its 400 (an HTML body no setting changes), before
+    # any rule and any shard.
+    for target in ("add", "a:/add", "/add#x", "http://elsewhere/add"):
+        answer = exchange(port, "POST", target, add)
+        assert answer.status == 400 and answer.unrouted, target
+    # The user is still whole: the refused DELETEs deleted nothing, and a found Search is the
+    # control of the one-slash DELETE that now deletes.
+    found = exchange(port, "POST", "/search", search)
+    assert found.status == 200 and [r["content"] for r in found.json()["data"]] == [
+        f"{marker} lives here"]
+    assert exchange(port, "GET", "/stats").status == 404  # the router's own answer, as before
+    deleted = exchange(port, "DELETE", f"/users/{quoted}")
+    assert deleted.status == 200 and deleted.json()["deleted"]["messages"] == 1
+    time.sleep(0.5)
+    assert holding(running.layout.root, marker) == []
+
+
+def spellings(user: str, port: int) -> tuple[list[tuple[str, str, bytes | None]],
+                                             list[tuple[str, str, bytes | None]]]:
+    """Requests about `user` spelled in many ways: those a shard serves as its routes (they must
+    be routed by the user), and those it does not (404 or 405 wherever they go, or refused)."""
+    quoted = urllib.parse.quote(user, safe="")
+    every_byte = "".join(f"%{b:02X}" for b in user.encode())  # even the letters
+    search = json.dumps({"user_id": user, "query": "spelled", "top_k": 5}).encode()
+    served = [("POST", "/search", search), ("POST", "/search?x=1", search),
+              ("POST", "/search?next=//add", search),
+              ("GET", f"/users/{quoted}/messages", None),
+              ("GET", f"/users/{quoted}/messages?limit=5", None),
+              ("GET", f"/users/{every_byte}/messages", None),
+              ("GET", f"/users/{quoted.lower()}/messages", None),
+              ("GET", f"/users/{quoted}/audit", None), ("GET", f"/users/{quoted}/export", None)]
+    not_served = [
+        *[("POST", target, search) for target in (
+            "//search", "///search", "/%2Fsearch", "/%2fsearch", "/./search", "/search/",
+            "/search/.", "/SEARCH", "/Search", "/search;x", "/%73earch", "/x/../search",
+            f"http://127.0.0.1:{port}/search", f"http://127.0.0.1:{port}//search", "*")],
+        *[("GET", target, None) for target in (
+            f"//users/{quoted}/messages", f"/users//{quoted}/messages",
+            f"/users/{quoted}/messages/", f"/users/{quoted}/./messages",
+            f"/USERS/{quoted}/messages", f"/users%2F{quoted}/messages",
+            f"/users/{quoted}%2Fmessages", f"/%75sers/{quoted}/messages",
+            f"http://127.0.0.1:{port}/users/{quoted}/messages")],
+        ("DELETE", f"//users/{quoted}", None), ("DELETE", f"/users/{quoted}/", None)]
+    return served, not_served
+
+
+def test_a_dead_shards_users_get_no_other_shards_200_by_any_spelling(running):
+    """With the user's shard down, no spelling of a request about the user is answered 200 by
+    another shard: what a shard serves is routed by the user (503), the rest is refused by the
+    router or answered 404/405 by whichever shard gets it. Control: with the shard up, the
+    spellings it serves are answered 200 by it, with the user's messages."""
+    user = user_on(running, "shard-1", "spelled")
+    port = running.port
+    client = running.client()
+    try:
+        assert client.add(user, "r1", ["spelled in many ways"]).status == 200
+    finally:
+        client.close()
+    served, not_served = spellings(user, port)
+    for method, target, body in served:  # control: the shard is up and serves them
+        answer = exchange(port, method, target, body)
+        assert answer.status == 200 and answer.headers["x-aml-shard"] == "shard-1", target
+        assert b"spelled in many ways" in answer.body or b'"events"' in answer.body, target
+    for method, target, body in not_served:  # and these it would not serve, up or down
+        answer = exchange(port, method, target, body)
+        assert answer.status in (400, 404, 405), (target, answer.status)
+        if not target.startswith("/") or target.startswith("//"):
+            assert_refused_target(answer, target)
+
+    runtime = Runtime(running.layout.router.socket)
+    runtime.command("set server shard-1/shard-1 state maint")  # down, as the router sees it
+    try:
+        for method, target, body in served:
+            answer = exchange(port, method, target, body)
+            assert answer.status == 503 and answer.by_router, target
+            assert answer.headers["x-aml-shard"] == "shard-1", target
+            assert answer.json()["error"]["code"] == "shard_unavailable", target
+        for method, target, body in not_served:
+            answer = exchange(port, method, target, body)
+            assert answer.status in (400, 404, 405, 503), (target, answer.status)
+            if not target.startswith("/") or target.startswith("//"):
+                assert_refused_target(answer, target)
+            elif answer.status in (404, 405):  # another shard said no: it has no such route
+                assert not answer.by_router and answer.headers.get("x-aml-shard") != "shard-1"
+    finally:
+        runtime.command("set server shard-1/shard-1 state ready")
+    assert exchange(port, *served[0]).status == 200  # back at once: it never stopped running
+
+
+# ---- the router under attack: bodies ------------------------------------------------------------
+
+# A body the size of the servers' limit (max_body_bytes), less room for the wrapping.
+NEAR_LIMIT = 1_048_576 - 4096
+
+
+def filled(head: str, unit: str, tail: str) -> bytes:
+    """`head`, then `unit` repeated up to NEAR_LIMIT bytes, then `tail`."""
+    count = (NEAR_LIMIT - len(head.encode()) - len(tail.encode())) // len(unit.encode())
+    return (head + unit * count + tail).encode()
+
+
+def costly_bodies(user: str) -> dict[str, tuple[bytes, bytes]]:
+    """The body shapes that cost the router's user-id reader most (each ~1 MiB, user_id the last
+    key), and each with user_id first instead: the control, which must reach the user's shard.
+    The Searches have top_k 0, so the shard refuses them 400 without reading the store."""
+    def shape(filler: str, unit: str, end: str) -> tuple[bytes, bytes]:
+        last = filled('{"top_k": 0, "query": "\\u00e9", ' + filler, unit,
+                      end + ', "user_id": ' + json.dumps(user) + "}")
+        first = filled('{"user_id": ' + json.dumps(user) + ', "top_k": 0, "query": "\\u00e9", '
+                       + filler, unit, end + "}")
+        return last, first
+
+    half = (NEAR_LIMIT - 200) // 2
+    return {
+        "\\u escapes": shape('"q": "', "\\u4e2d", '"'),
+        "escaped quotes": shape('"q": "', '\\"', '"'),
+        "backslash runs": shape('"q": "', "\\\\", '\\""'),
+        "tiny strings": shape('"q": [', '"",', '""]'),
+        "deep nesting": (
+            ('{"top_k": 0, "q": ' + "[" * half + "]" * half + ', "user_id": '
+             + json.dumps(user) + "}").encode(),
+            ('{"user_id": ' + json.dumps(user) + ', "top_k": 0, "q": ' + "[" * half + "]" * half
+             + "}").encode()),
+        "nested user_id keys": shape('"messages": [', '{"user_id": "decoy"},', "{}]"),
+        "user_id strings as values": shape('"a": "user_id", "b": [0', ', "user_id"', "]"),
+    }
+
+
+def router_cpu_s(running: Running) -> float:
+    """The CPU time HAProxy has used so far (user and system), from /proc."""
+    pid = int(running.layout.router_pid.read_text())
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# The most CPU the router may spend on one request, whatever its body: it took 90-290 ms on
+# these shapes when the Lua reader decoded every string it passed; it takes 1.3-4.6 ms now
+# (docs/RELIABILITY.md, "The router under attack"), and 20 ms leaves room for a busy machine.
+MAX_ROUTER_CPU_S = 0.020
+
+
+def test_no_body_costs_the_router_more_than_a_few_ms_of_cpu(running):
+    """Every costly shape, sent 10 times: HAProxy's own CPU time per request stays within
+    MAX_ROUTER_CPU_S. A body the reader cannot decide within its steps is refused 400 by the
+    router (never guessed at: a guess could route a real user's Add to another shard); the
+    control, the same body with user_id first, is routed to the user's shard."""
+    user = user_on(running, "shard-2", "costly")
+    routed = refused = 0
+    for name, (last, first) in costly_bodies(user).items():
+        answer = exchange(running.port, "POST", "/search", first)
+        assert answer.status == 400 and answer.headers.get("x-aml-shard") == "shard-2", name
+        assert not answer.by_router, name  # the shard read it (top_k 0; or nested too deep)
+        answer = exchange(running.port, "POST", "/search", last)
+        if answer.unrouted:
+            assert answer.status == 400 and answer.json()["error"]["field"] == "user_id", name
+            assert "send user_id as the first key" in answer.json()["error"]["message"]
+            refused += 1
+        else:  # decided within the steps: routed by the user, and only by it
+            assert answer.headers["x-aml-shard"] == "shard-2", name
+            routed += 1
+        before = router_cpu_s(running)
+        for _ in range(10):
+            exchange(running.port, "POST", "/search", last)
+        spent = (router_cpu_s(running) - before) / 10
+        assert spent < MAX_ROUTER_CPU_S, (name, f"{spent * 1000:.1f} ms a request")
+    assert routed >= 1 and refused >= 3  # both outcomes occurred
+
+
+def test_the_largest_add_is_routed_whatever_the_order_of_its_keys(running):
+    """The reader's step limit leaves room for what clients send: an Add of max_messages (200)
+    messages, ~1 MiB of text written as \\u escapes (Python's json.dumps), each message with a
+    timestamp and metadata the server ignores, user_id the last key, reaches the user's shard."""
+    user = user_on(running, "shard-2", "largest")
+    messages = [{"role": "user", "content": f"大きな{i} " + "中文字" * 260,
+                 "timestamp": 1_700_000_000_000 + i, "meta": {"source": "chat", "tags": ["a"]}}
+                for i in range(200)]
+    body = json.dumps({"request_id": "big", "session_id": "s", "messages": messages,
+                       "user_id": user}).encode()
+    assert 900_000 < len(body) < 1_048_576 and b"\\u" in body
+    answer = exchange(running.port, "POST", "/add", body)
+    assert answer.status == 200 and answer.headers["x-aml-shard"] == "shard-2", answer
+    assert answer.json()["stored"] == 200
+
+
+def router_reads(port: int, body: bytes) -> tuple[str, bytes | None]:
+    """What aml_route.lua reads from a body, asked of a bare HAProxy that answers it."""
+    answer = exchange(port, "POST", "/add", body)
+    text = answer.body.decode()
+    if text.startswith("id:"):
+        return "id", bytes.fromhex(text[3:])
+    return text, None
+
+
+def server_reads(body: bytes) -> str | None:
+    """The user id the server reads from a body (None: it refuses the body)."""
+    try:
+        return parse_user(parse_json(body))
+    except AmlError:
+        return None
+
+
+FUZZ_TEXT = [*'ab_/ "\\{}[]:,\t\n', "user_id", "é", "中", "😀", "\x00", "\x1f", "\u2028"]
+
+
+def fuzz_body(rng: random.Random) -> bytes:
+    """A random body: nested objects and arrays, decoy user_id keys and values, escaped or raw
+    text, user_id anywhere or missing, spelled with escapes, some bodies damaged."""
+    def text(most: int) -> str:
+        return "".join(rng.choice(FUZZ_TEXT) for _ in range(rng.randint(0, most)))
+
+    def value(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 4 or roll < 0.35:
+            return rng.choice([text(8), 7, -2.5e3, True, None, "user_id", ""])
+        if roll < 0.7:
+            return {rng.choice(["user_id", "a", text(4)]): value(depth + 1)
+                    for _ in range(rng.randint(0, 4))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+
+    items = [(rng.choice(["a", "messages", "user_id ", "User_id", text(4)]), value(1))
+             for _ in range(rng.randint(0, 5))]
+    if rng.random() < 0.85:
+        user = ((text(12) + "u") if rng.random() < 0.7
+                else rng.choice([" ", "x" * 300, 5, None, {"a": 1}, [""], ""]))
+        items.insert(rng.randint(0, len(items)), ("user_id", user))
+    body = dict(items)
+    written = json.dumps(body, ensure_ascii=rng.random() < 0.5,
+                         separators=rng.choice([(",", ":"), (", ", ": "), (" ,\n ", " :\t")]))
+    if rng.random() < 0.25:
+        written = written.replace('"user_id"', rng.choice(
+            ['"user\\u005fid"', '"\\u0075ser_id"', '"user\\u005Fid"',
+             '"\\u0075\\u0073\\u0065\\u0072\\u005f\\u0069\\u0064"']), 1)
+    if rng.random() < 0.2:
+        written = written.replace("/", "\\/")
+    data = written.encode()
+    if rng.random() < 0.1:
+        data = b"\xef\xbb\xbf" + data
+    if rng.random() < 0.1:
+        data = b" \r\n" + data + b"\n"
+    if rng.random() < 0.15:  # damaged: a byte dropped, added, or the end cut off
+        at = rng.randrange(len(data) + 1)
+        roll = rng.random()
+        if roll < 0.33:
+            data = data[:at] + data[at + 1:]
+        elif roll < 0.66:
+            data = data[:at] + bytes([rng.choice(b'"\\{}[]:, x')]) + data[at:]
+        else:
+            data = data[:at]
+    return data
+
+
+@pytest.fixture(scope="module")
+def bare_reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A HAProxy that runs aml_route.lua's body reader on each request and answers what it read
+    (the id in hex, `none`, or `undecided`): the reader alone, against the server's parser."""
+    root = tmp_path_factory.mktemp("reader")
+    port = free_port()
+    config = root / "reader.cfg"
+    config.write_text(f"""global
+    nbthread 1
+    tune.bufsize 1114112
+    lua-load {LUA}
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 30s
+    timeout http-request 30s
+frontend reader
+    bind 127.0.0.1:{port}
+    acl undecided var(txn.unroutable) -m found
+    acl read var(txn.uid) -m found
+    http-request wait-for-body time 30s
+    http-request lua.aml_body_user
+    http-request return status 200 content-type text/plain string "undecided" if undecided
+    http-request return status 200 content-type text/plain lf-string "id:%[var(txn.uid),hex]" if read
+    http-request return status 200 content-type text/plain string "none"
+""")
+    process = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_the_body_reader_reads_the_user_id_the_server_reads(bare_reader):
+    """12,000 random bodies: wherever the server reads a user id, the router's reader reads the
+    same bytes (its UTF-8), never another id and never none; where the server refuses the body,
+    the reader may read anything (a shard answers 400). Small bodies are always decided."""
+    rng = random.Random(20)
+    outcomes: dict[str, int] = {}
+    mismatches = []
+    for _ in range(12_000):
+        body = fuzz_body(rng)
+        expected = server_reads(body)
+        got = router_reads(bare_reader, body)
+        outcome = f"{'refused' if expected is None else 'served'} {got[0]}"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if expected is not None and got != ("id", expected.encode()):
+            mismatches.append((body[:200], expected, got))
+    assert mismatches == []
+    assert outcomes.get("served id", 0) > 4_000 and outcomes.get("refused none", 0) > 1_500
+    assert "served undecided" not in outcomes and "refused undecided" not in outcomes
 
 
 # ---- the synthetic suite -----------------------------------------------------------------------

@@ -122,14 +122,14 @@ def test_wrong_method_is_405_with_allow(client, method, path, allowed):
 
 def test_post_without_length_is_411(app):
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
-        sock.sendall(b"POST /add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n")
+        sock.sendall(b"POST /add HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n")
         head = sock.recv(4096)
     assert head.startswith(b"HTTP/1.1 411")
 
 
 def test_chunked_body_is_411(app):
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
-        sock.sendall(b"POST /add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /add HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
         head = sock.recv(4096)
     assert head.startswith(b"HTTP/1.1 411")
@@ -179,7 +179,7 @@ def test_malformed_request_line_gets_json_400_and_server_keeps_serving(app, clie
 
 def test_bad_content_length_is_400(app):
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
-        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: -5\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 400")
 
@@ -187,7 +187,7 @@ def test_bad_content_length_is_400(app):
 def test_stalled_body_is_408_and_the_connection_closes(make_app):
     app = make_app(socket_timeout=0.5)
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
-        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 100\r\n\r\n{\"user_id\"")
         reply = read_until_close(sock)
     assert reply.startswith(b"HTTP/1.1 408") and b"request_timeout" in reply

@@ -18,6 +18,8 @@ from urllib.parse import quote
 import pytest
 from conftest import Client
 
+from aml_retriever.memory import cursors
+
 BASE_MS = 1_700_000_000_000
 
 
@@ -332,10 +334,16 @@ def test_bad_parameters_are_400_naming_the_parameter(client, query, field):
                                       "message": response.body["error"]["message"]}
 
 
-def _tampered(cursor: str, change) -> str:
-    data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+def _tampered(cursor: str, change, store=None) -> str:
+    """The cursor with its position changed: re-sealed with the store's own key when `store` is
+    given (what the type checks behind the MAC refuse), else with its old tag kept."""
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    data = json.loads(raw[:-cursors.TAG_BYTES])
     change(data)
-    return _forged(data)
+    payload = json.dumps(data, separators=(",", ":")).encode()
+    if store is not None:
+        return cursors.seal(store.cursor_key, payload)
+    return base64.urlsafe_b64encode(payload + raw[-cursors.TAG_BYTES:]).decode().rstrip("=")
 
 
 @pytest.mark.parametrize("change", [
@@ -343,11 +351,24 @@ def _tampered(cursor: str, change) -> str:
     lambda d: d["p"].__setitem__(1, True), lambda d: d["p"].__setitem__(1, 1.5),
     lambda d: d["p"].append(1), lambda d: d.__setitem__("x", 1), lambda d: d["p"].__setitem__(2, None),
 ])
-def test_a_cursor_changed_by_hand_is_refused(client, change):
+def test_a_cursor_changed_by_hand_is_refused(client, app, change):
     client.add("alice", "r1", ["a", "b", "c"])
     cursor = client.request("GET", "/users/alice/messages?limit=1").body["next_cursor"]
     assert client.request("GET", f"/users/alice/messages?limit=1&cursor={cursor}").status == 200
-    response = client.request("GET", f"/users/alice/messages?limit=1&cursor={_tampered(cursor, change)}")
+    for edited in (_tampered(cursor, change), _tampered(cursor, change, app.store)):
+        response = client.request("GET", f"/users/alice/messages?limit=1&cursor={edited}")
+        assert response.status == 400 and response.body["error"]["field"] == "cursor"
+
+
+def test_a_cursor_is_refused_when_any_of_its_position_changes(client):
+    """The position itself, edited within its type (a later id: a place the listing never gave),
+    is refused by the cursor's MAC; the same cursor unchanged is the populated control."""
+    client.add("alice", "r1", ["a", "b", "c"])
+    cursor = client.request("GET", "/users/alice/messages?limit=1").body["next_cursor"]
+    page = client.request("GET", f"/users/alice/messages?limit=1&cursor={cursor}")
+    assert page.status == 200 and page.body["messages"]
+    edited = _tampered(cursor, lambda d: d["p"].__setitem__(1, d["p"][1] - 1))
+    response = client.request("GET", f"/users/alice/messages?limit=1&cursor={edited}")
     assert response.status == 400 and response.body["error"]["field"] == "cursor"
 
 

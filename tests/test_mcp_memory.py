@@ -131,6 +131,17 @@ def test_recall_ranks_both_memories_by_score_and_keeps_local_first_on_a_tie(memo
     assert scores == sorted(scores, reverse=True)
 
 
+def test_recall_scores_a_statement_holding_only_a_word_every_statement_holds_far_below(memory):
+    memory.remember("The user deploys on Fridays.")
+    memory.remember("The user's name is Ana.", scope="global")  # shares only "user"
+    memory.remember("The user prefers tea.")
+    results = memory.recall("When does the user deploy?")["results"]
+    assert results[0]["content"] == "The user deploys on Fridays." and results[0]["score"] == 1.0
+    assert results[0]["matched"] == ["user", "deploy"]
+    ana = next(r for r in results if r["content"].startswith("The user's name"))
+    assert ana["matched"] == ["user"] and ana["score"] < 0.2  # before: the same score as the answer
+
+
 def test_recall_with_a_scope_reads_only_that_memory(memory):
     memory.remember("Release notes live in CHANGES.md.")
     memory.remember("Release notes should be short.", scope="global")

@@ -232,7 +232,7 @@ def test_slow_connections_are_counted_by_stage(make_app):
     with socket.create_connection(("127.0.0.1", app.port)) as body_late, \
             socket.create_connection(("127.0.0.1", app.port)) as head_late, \
             socket.create_connection(("127.0.0.1", app.port)) as idle:
-        body_late.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        body_late.sendall(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                           b"X-Request-Id: late-body-7\r\nContent-Length: 100\r\n\r\n{\"user_id\"")
         head_late.sendall(b"GET /health HTTP/1.1\r\nX-Pad: a")
         reply = _read_until_close(body_late)

@@ -104,7 +104,7 @@ def test_a_burst_of_requests_gets_quick_503s_and_no_new_threads(make_app):
     burst = [socket.create_connection(("127.0.0.1", app.port)) for _ in range(40)]
     try:
         for sock in burst:
-            sock.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /stats HTTP/1.1\r\nHost: localhost\r\n\r\n")
         time.sleep(0.5)
         assert threading.active_count() == threads_before
         answered = []
@@ -203,7 +203,7 @@ def trickle(sock: socket.socket, data: bytes, interval: float, give_up: float) -
 
 
 @pytest.mark.parametrize("head", [
-    b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 400,
+    b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Padding: " + b"a" * 400,
     b"GET /health" + b"a" * 400,
 ], ids=["headers that never end", "a request line that never ends"])
 def test_a_head_trickled_byte_by_byte_is_cut_off_and_frees_the_worker(make_app, head):
@@ -227,7 +227,7 @@ def test_a_head_trickled_byte_by_byte_is_cut_off_and_frees_the_worker(make_app, 
 def test_a_body_trickled_byte_by_byte_gets_408_at_the_deadline(make_app):
     app = make_app(workers=1, socket_timeout=0.4)
     body = json.dumps({"user_id": "alice", "query": "x" * 1000}).encode()
-    head = (b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body))
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
         sock.sendall(head)
@@ -240,7 +240,8 @@ def test_a_body_trickled_byte_by_byte_gets_408_at_the_deadline(make_app):
 def test_a_head_sent_at_a_steady_pace_within_the_deadline_is_served(make_app):
     app = make_app(workers=1, socket_timeout=0.4)
     with socket.create_connection(("127.0.0.1", app.port)) as sock:
-        elapsed, reply = trickle(sock, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        elapsed, reply = trickle(sock, b"GET /health HTTP/1.1\r\nHost: localhost\r\n"
+                                       b"Connection: close\r\n\r\n",
                                  interval=0.01, give_up=5.0)
     assert reply.startswith(b"HTTP/1.1 200") and elapsed < 1.2
 

@@ -114,17 +114,18 @@ def test_the_package_imports_only_the_standard_library():
 
 
 def test_an_unknown_method_is_a_json_405_not_a_501(app):
-    answers = responses(exchange(app.port, b"BREW /add HTTP/1.1\r\nHost: x\r\n\r\n"))
+    answers = responses(exchange(app.port, b"BREW /add HTTP/1.1\r\nHost: localhost\r\n\r\n"))
     assert [a.status for a in answers] == [405]
     assert answers[0].json()["error"]["code"] == "method_not_allowed"
     assert b"Allow: POST" in answers[0].head
 
 
 def test_a_body_on_a_request_that_takes_none_is_never_run_as_a_second_request(app):
-    smuggled = b"DELETE /users/victim HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = b"DELETE /users/victim HTTP/1.1\r\nHost: localhost\r\n\r\n"
     c = Client(app.port)
     assert c.add("victim", "r1", ["still here"]).status == 200
-    answers = responses(exchange(app.port, b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+    answers = responses(exchange(app.port, b"GET /health HTTP/1.1\r\nHost: localhost\r\n"
+                                           b"Content-Length: %d\r\n\r\n"
                                  % len(smuggled) + smuggled))
     assert [a.status for a in answers] == [200] and b"Connection: close" in answers[0].head
     assert c.contents("victim", "still") == ["still here"]
@@ -137,7 +138,7 @@ def test_a_body_on_a_request_that_takes_none_is_never_run_as_a_second_request(ap
 @pytest.mark.parametrize("length", [b"\xb2", b"1\xb3", b"\xb9", "\u0663".encode(), b"+1", b"0x1",
                                     b" 1 1 "])
 def test_a_content_length_of_anything_but_ascii_digits_is_a_400(app, length):
-    answers = responses(exchange(app.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    answers = responses(exchange(app.port, b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                                  b"application/json\r\nContent-Length: " + length + b"\r\n\r\n{}"))
     assert [a.status for a in answers] == [400]
     assert answers[0].json()["error"]["field"] == "Content-Length"

@@ -10,7 +10,7 @@ import time
 
 from conftest import Client
 
-HEAD = b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 4000
+HEAD = b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 4000
 
 
 def trickle(port: int, stop: threading.Event, every: float) -> None:
@@ -59,7 +59,7 @@ def test_past_the_cap_the_oldest_idle_connection_goes_first(make_app):
         assert Client(app.port).request("GET", "/health").status == 200  # a ninth gets in
         idle[0].settimeout(2)
         assert idle[0].recv(1) == b""  # the oldest idle one was closed for it
-        idle[-1].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle[-1].sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
         idle[-1].settimeout(5)
         assert idle[-1].recv(4096).startswith(b"HTTP/1.1 200")  # control: a newer one lives
     finally:
@@ -92,7 +92,7 @@ def test_bodies_arriving_are_bounded_in_memory_all_together(make_app, monkeypatc
 
     monkeypatch.setattr(connections, "MAX_BUFFERED_BYTES", 300_000)
     app = make_app(max_body_bytes=1_048_576, socket_timeout=30.0)
-    head = (b"POST /add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (b"POST /add HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000000\r\n\r\n")
     senders = []
     try:

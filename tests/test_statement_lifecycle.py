@@ -39,7 +39,7 @@ def test_update_links_the_versions_and_default_recall_sees_only_the_new_one(memo
     replaced = next(r for r in everything["results"] if r["id"] == "local:1")
     assert replaced["superseded_by"] == "local:3"
     assert ids(memory.recent()["results"]) == ["local:3", "local:2"]
-    with pytest.raises(Replaced, match="already replaced by m3"):
+    with pytest.raises(Replaced, match="already replaced by local:3"):
         memory.update("local:1", "The project targets Python 3.11.")
 
 
@@ -298,7 +298,8 @@ def test_a_person_reviews_proposals_from_the_command_line(tmp_path, capsys):
     memory.close()
     db = str(tmp_path / "p" / ".aml" / "memory.db")
     code, out, _ = run_cli(capsys, "review", "--db", db)
-    assert code == 0 and [s["id"] for s in json.loads(out)["proposed"]] == ["m1", "m2"]
+    proposed = json.loads(out)["proposed"]  # shown as agents see them: one id style everywhere
+    assert [(s["id"], s["kind"]) for s in proposed] == [("local:1", "note"), ("local:2", "note")]
     code, out, _ = run_cli(capsys, "review", "--db", db, "--confirm", "local:1", "--reject", "m2")
     assert code == 0 and json.loads(out)["rejected"][0]["content"] == "The user likes coffee."
     code, out, _ = run_cli(capsys, "review", "--db", db)
@@ -312,6 +313,12 @@ def test_a_person_reviews_proposals_from_the_command_line(tmp_path, capsys):
     assert code == 1 and err.startswith("error: --db") and not (tmp_path / "missing.db").exists()
     code, _, err = run_cli(capsys, "history", "--db", db, "x1")
     assert code == 1 and "not a statement id" in err
+    code, _, err = run_cli(capsys, "history", "--db", db, "local:999")
+    assert code == 1 and "there is no statement local:999" in err
+    code, _, err = run_cli(capsys, "review", "--db", db, "--reject", "local:1")
+    assert code == 1 and "local:1 is confirmed" in err
+    code, _, err = run_cli(capsys, "history", "--db", db, "global:1")
+    assert code == 1 and "names the global memory, but this is the local memory" in err
 
 
 def test_export_renders_one_scope_newest_first_with_the_handoff_first(tmp_path, capsys):

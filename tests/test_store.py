@@ -9,7 +9,7 @@ import pytest
 from old_schema import LAST_WITH_WINDOW_ROWS, write_old_user
 from reliability_support import broken_adds, integrity, open_user
 
-from aml_retriever.common.errors import StoreError
+from aml_retriever.common.errors import StoreError, UserStoreDamaged
 from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
@@ -88,8 +88,10 @@ def test_a_user_file_from_a_newer_version_is_refused(tmp_path):
     conn.commit()
     conn.close()
     store = Store(tmp_path / "aml.db")
-    with pytest.raises(StoreError, match="newer"), store.connection("alice", create=False):
+    with pytest.raises(UserStoreDamaged, match="newer") as refused, \
+            store.connection("alice", create=False):
         pass
+    assert str(path) not in str(refused.value) and path.exists()  # named by nothing, left in place
     with store.connection("bob", create=True) as conn:
         assert conn is not None  # control: other users still work
 

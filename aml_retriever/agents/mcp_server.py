@@ -169,9 +169,15 @@ _STATEMENT = {
 }
 STATEMENT = _object(_STATEMENT, ("superseded_by",))
 RECALLED = _object({**_STATEMENT,
-                    "score": {"type": "number", "description": "Fused rank score; higher is better."},
+                    "score": {"type": "number", "description": "The share of the query's "
+                              "weight it holds, 0 to 1: each query word weighed by how rare it "
+                              "is in the memories, so a word every statement holds counts for "
+                              "almost nothing. Comparable across memories; higher is better."},
                     "why": {"type": "array", "items": {"type": "string"},
-                            "description": "The signals that matched it."}}, ("superseded_by",))
+                            "description": "The signals that matched it."},
+                    "matched": {"type": "array", "items": {"type": "string"},
+                                "description": "The query's words it holds."}},
+                   ("superseded_by",))
 CHANGED = _object({"statement": STATEMENT, "replayed": {"type": "boolean"},
                    "note": {"type": "string"}, "replaced": STATEMENT}, ("note", "replaced"))
 EVENT = {"type": "object", "properties": {
@@ -295,12 +301,14 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
                                          _read(a, memory.default_read()))),
     Tool("forget", "Forget a statement",
          "Remove exactly one statement from memory, named by its id (from recall or recent, e.g. "
-         "local:42) or by its text. Give id or text, not both. If the text matches several "
-         "statements, none is removed and their ids are listed: call again with one id. The "
+         "local:42) or by its whole text as stored (case, Unicode form and spacing aside; not a "
+         "search: to forget by what a statement is about, recall it and forget its id). Give id "
+         "or text, not both. If the text is that of several statements, none is removed and "
+         "their ids are listed: call again with one id. The "
          "removal is recorded (id, time and a keyed hash, never the text), and remembering the "
          "same text later needs force: true.",
          (STATEMENT_ID_ARGUMENT,
-          _text("text", MAX_CONTENT_CHARS, "The statement's text (instead of id).",
+          _text("text", MAX_CONTENT_CHARS, "The statement's whole text as stored (instead of id).",
                 "the statement's exact text"),
           _scope("With text: which memory to look in (default both). With id: not needed.")),
          (), _object({"forgotten": STATEMENT}),

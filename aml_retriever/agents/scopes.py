@@ -19,7 +19,6 @@ against their schemas before calling here.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +34,9 @@ from aml_retriever.analysis.dates import iso_utc
 from aml_retriever.analysis.tokenizer import index_text, light_stem
 from aml_retriever.common.errors import AmlError, InvalidField, NotFound
 from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.engine.candidates import Term, idf
 from aml_retriever.engine.query import content_terms
+from aml_retriever.memory import cursors
 from aml_retriever.memory.lifecycle import Outcome, Statements
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import TOP_K_MAX, SearchRequest
@@ -130,7 +131,7 @@ def new_session_id() -> str:
     return f"run-{iso_utc(int(time.time() * 1000))}-{secrets.token_hex(4)}"
 
 
-def _statement(scope: str, item: dict[str, Any]) -> dict[str, Any]:
+def statement_of(scope: str, item: dict[str, Any]) -> dict[str, Any]:
     """A stored message as an agent sees a statement."""
     statement = {"id": statement_id(scope, item["id"]), "scope": scope, "content": item["content"],
                  "kind": item["role"], "time": item["created_at"], "valid_from": item["valid_from"],
@@ -140,25 +141,31 @@ def _statement(scope: str, item: dict[str, Any]) -> dict[str, Any]:
     return statement
 
 
-def _event(scope: str, event: dict[str, Any]) -> dict[str, Any]:
+def event_of(scope: str, event: dict[str, Any]) -> dict[str, Any]:
     """An audit event with statement ids instead of message ids."""
     return {**event, "message_ids": [statement_id(scope, m) for m in event["message_ids"]]}
 
 
-def encode_cursor(position: tuple[int, int, int]) -> str:
-    """Where a page of `recent` ended: (time, scope order, message id), opaque to the agent."""
-    return base64.urlsafe_b64encode(json.dumps(list(position)).encode()).decode().rstrip("=")
+_BAD_CURSOR = "cursor must be a next_cursor exactly as recent returned it"
+_INT64 = (-(2**63), 2**63 - 1)
 
 
-def decode_cursor(cursor: str) -> tuple[int, int, int]:
+def encode_cursor(key: bytes, position: tuple[int, int, int]) -> str:
+    """Where a page of `recent` ended: (time, scope order, message id), sealed (opaque to the
+    agent, and refused when changed)."""
+    return cursors.seal(key, json.dumps(list(position)).encode())
+
+
+def decode_cursor(key: bytes, cursor: str) -> tuple[int, int, int]:
+    data = cursors.unseal(key, cursor)
     try:
-        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if (isinstance(position, list) and len(position) == 3
-                and all(type(v) is int for v in position)):
-            return position[0], position[1], position[2]
+        position = json.loads(data) if data is not None else None
     except ValueError:
-        pass
-    raise InvalidField("cursor must be a next_cursor exactly as recent returned it", "cursor")
+        position = None
+    if (isinstance(position, list) and len(position) == 3
+            and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in position)):
+        return position[0], position[1], position[2]
+    raise InvalidField(_BAD_CURSOR, "cursor")
 
 
 class ScopedMemory:
@@ -174,6 +181,9 @@ class ScopedMemory:
         self.show_proposed = proposed == "FLAG"
         self.synchronous = synchronous
         self._services: dict[str, MemoryService] = {}
+        # Cursors of `recent` span both memories, so neither store's key signs them: a key of
+        # this server's own, and a cursor holds for as long as the server runs.
+        self._cursor_key = secrets.token_bytes(32)
 
     @classmethod
     def at(cls, project_root: Path, global_root: Path | None = None, **options: Any) -> ScopedMemory:
@@ -218,8 +228,8 @@ class ScopedMemory:
         else:
             outcome = self._statements("local").update(
                 self.session_id, parse_statement_id(current["id"])[1], content)
-        return {"handoff": _statement("local", outcome.statement),
-                **({"replaced": _statement("local", outcome.replaced)} if outcome.replaced else {})}
+        return {"handoff": statement_of("local", outcome.statement),
+                **({"replaced": statement_of("local", outcome.replaced)} if outcome.replaced else {})}
 
     def confirm(self, statement: str) -> dict[str, Any]:
         scope, message_id = parse_statement_id(statement)
@@ -231,7 +241,7 @@ class ScopedMemory:
         scope, message_id = parse_statement_id(statement)
         if self._service(scope, create=False) is None:
             raise _no_statement(statement)
-        return {"rejected": _statement(scope, self._statements(scope).reject(message_id).statement)}
+        return {"rejected": statement_of(scope, self._statements(scope).reject(message_id).statement)}
 
     def forget(self, statement: str | None = None, text: str | None = None,
                scope: str | None = None) -> dict[str, Any]:
@@ -260,31 +270,39 @@ class ScopedMemory:
 
         Each memory is searched on its own (its own BM25 statistics) and the two rankings are
         merged head by head, each keeping its own order: of the two next statements the one
-        holding more of the query's words goes first, then the higher fused score (a
-        reciprocal-rank sum, which ties the two memories' best and so cannot choose between
-        them alone: a local statement matching only "user" would outrank the global one about
-        the user), then local (the project's own memory is the more specific)."""
+        holding more of the query's weight goes first (`match`: the share of the query's
+        content words it holds, each word weighed by its IDF over the memories searched, so a
+        word every statement holds, such as "user", counts for almost nothing), then the higher
+        fused score (a reciprocal-rank sum, which ties the two memories' best and so cannot
+        choose between them alone), then local (the project's own memory is the more specific).
+        A result's `score` is its match, comparable across memories; `matched` names the query
+        words it holds."""
         read = read or self.default_read()
-        ranked = []
+        ranked, services = [], []
         for name in self._scopes(scope):
             service = self._service(name, create=False)
             if service is None:
                 continue
+            services.append(service)
             data = service.search(SearchRequest(query, MEMORY_USER, limit, (), None, read=read),
                                   statements=True)["data"]
             ranked.append([(name, item) for item in data])
-        words = query_words(query)
-        merged = merge_heads(ranked, lambda entry: (-coverage(words, entry[1]["content"]),
+        weights = QueryWeights.of(query, services)
+        merged = merge_heads(ranked, lambda entry: (-weights.match(entry[1]["content"])[0],
                                                     -entry[1]["score"]))
-        return {"results": [{**_statement(name, item), "score": item["score"],
-                             "why": item["evidence_flags"]} for name, item in merged[:limit]]}
+        results = []
+        for name, item in merged[:limit]:
+            match, matched = weights.match(item["content"])
+            results.append({**statement_of(name, item), "score": round(match, 4),
+                            "why": item["evidence_flags"], "matched": matched})
+        return {"results": results}
 
     def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
                cursor: str | None = None) -> dict[str, Any]:
         """The newest current statements, newest first, a page at a time: equal times keep local
         first, then the newest id; `next_cursor` reads on. The first page of a listing of every
         kind starts with this project's handoff, when there is one."""
-        after = decode_cursor(cursor) if cursor is not None else None
+        after = decode_cursor(self._cursor_key, cursor) if cursor is not None else None
         handoff = self._current_handoff() if after is None and kind is None and scope != "global" \
             else None
         listed = limit - (handoff is not None)
@@ -301,12 +319,12 @@ class ScopedMemory:
                       if kind is not None or row["role"] != HANDOFF_KIND]
         found.sort(key=lambda entry: entry[0])
         page = found[:listed]
-        results = ([handoff] if handoff else []) + [_statement(name, row) for _, name, row in page]
+        results = ([handoff] if handoff else []) + [statement_of(name, row) for _, name, row in page]
         if len(found) <= listed:
             return {"results": results, "next_cursor": None}
         # A page the handoff filled alone continues from the top.
         position = (-page[-1][0][0], page[-1][0][1], -page[-1][0][2]) if page else FROM_THE_TOP
-        return {"results": results, "next_cursor": encode_cursor(position)}
+        return {"results": results, "next_cursor": encode_cursor(self._cursor_key, position)}
 
     def history(self, statement: str) -> dict[str, Any]:
         """Every version of the statement, oldest first, and every audit event about them."""
@@ -314,15 +332,15 @@ class ScopedMemory:
         if self._service(scope, create=False) is None:
             raise _no_statement(statement)
         found = self._statements(scope).history(message_id)
-        return {"versions": [_statement(scope, row) for row in found["versions"]],
-                "events": [_event(scope, event) for event in found["events"]]}
+        return {"versions": [statement_of(scope, row) for row in found["versions"]],
+                "events": [event_of(scope, event) for event in found["events"]]}
 
     def proposed(self, limit: int = 100) -> dict[str, Any]:
         """Statements awaiting a person's review, oldest first, local then global."""
         results = []
         for name in SCOPES:
             if self._service(name, create=False) is not None:
-                results += [_statement(name, row) for row in self._statements(name).proposed(limit)]
+                results += [statement_of(name, row) for row in self._statements(name).proposed(limit)]
         return {"results": results[:limit]}
 
     def markdown(self, scope: str) -> str:
@@ -348,24 +366,24 @@ class ScopedMemory:
         # A planned checkpoint after every write keeps memory.db complete on its own, so it can
         # be copied or committed while the server runs.
         self._services[scope].store.checkpoint_dirty()
-        answer: dict[str, Any] = {"statement": _statement(scope, outcome.statement),
+        answer: dict[str, Any] = {"statement": statement_of(scope, outcome.statement),
                                   "replayed": outcome.replayed}
         if outcome.note:
             answer["note"] = outcome.note
         if outcome.replaced:
-            answer["replaced"] = _statement(scope, outcome.replaced)
+            answer["replaced"] = statement_of(scope, outcome.replaced)
         return answer
 
     def _statements(self, scope: str) -> Statements:
         service = self._service(scope, create=True)
         assert service is not None
-        return Statements(service, MEMORY_USER, ACTOR)
+        return Statements(service, MEMORY_USER, ACTOR, lambda m: statement_id(scope, m))
 
     def _current_handoff(self) -> dict[str, Any] | None:
         service = self._service("local", create=False)
         rows = service.recent(MEMORY_USER, 1, ReadFilter(kind=HANDOFF_KIND,
                                                          include_proposed=True)) if service else []
-        return _statement("local", rows[0]) if rows else None
+        return statement_of("local", rows[0]) if rows else None
 
     def _by_id(self, statement: str, scope: str | None) -> dict[str, Any]:
         name, message_id = parse_statement_id(statement)
@@ -376,7 +394,7 @@ class ScopedMemory:
         rows = service.messages(MEMORY_USER, [message_id]) if service else []
         if not rows:
             raise _no_statement(statement)
-        return _statement(name, rows[0])
+        return statement_of(name, rows[0])
 
     def _by_text(self, text: str, scope: str | None) -> dict[str, Any]:
         """Statements whose content is the text, exactly or as remember compares statements
@@ -389,7 +407,7 @@ class ScopedMemory:
             rows = (service.messages_with_content(MEMORY_USER, text)
                     + self._statements(name).with_text(text))
             for row in sorted(rows, key=lambda r: int(r["id"][1:])):
-                matches.setdefault(statement_id(name, row["id"]), _statement(name, row))
+                matches.setdefault(statement_id(name, row["id"]), statement_of(name, row))
         if not matches:
             where = f"{scope} memory" if scope else "local or global memory"
             raise NotFound(f"no statement in {where} has exactly this text; find it with recall "
@@ -451,20 +469,35 @@ def _no_statement(statement: str) -> NotFound:
 T = TypeVar("T")
 
 
-def query_words(query: str) -> frozenset[str]:
-    """A query's content words and CJK n-grams, as `coverage` compares them."""
-    terms = content_terms(query)
-    return frozenset(_stems(terms.words)) | frozenset(terms.grams)
+@dataclass(frozen=True)
+class QueryWeights:
+    """A query's content words (light stems) and CJK n-grams, each with its IDF over the
+    memories searched, as `match` weighs a statement by them."""
 
+    terms: tuple[tuple[str, str, float], ...]  # (as the query wrote it, as compared, weight)
 
-def coverage(words: frozenset[str], content: str) -> float:
-    """The share of a query's content words a statement holds, a word counting when its light
-    stem does ("lives" holds "live"): comparable across memories, unlike a rank."""
-    if not words:
-        return 0.0
-    terms = index_text(content)
-    held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
-    return len(words & held) / len(words)
+    @classmethod
+    def of(cls, query: str, services: Sequence[MemoryService]) -> QueryWeights:
+        written = content_terms(query)
+        keys = ([("words", w, light_stem(w)) for w in dict.fromkeys(written.words)]
+                + [("grams", g, g) for g in dict.fromkeys(written.grams)])
+        size, counts = 0, [0] * len(keys)
+        for service in services:
+            n, held = service.document_counts(MEMORY_USER, [Term(c, w) for c, w, _ in keys])
+            size, counts = size + n, [a + b for a, b in zip(counts, held, strict=True)]
+        return cls(tuple((w, key, idf(size, df)) for (_, w, key), df in zip(keys, counts,
+                                                                         strict=True)))
+
+    def match(self, content: str) -> tuple[float, list[str]]:
+        """The share of the query's weight a statement holds, and the query words it holds (a
+        word counts when its light stem does: "lives" holds "live")."""
+        total = sum(weight for _, _, weight in self.terms)
+        if not total:
+            return 0.0, []
+        terms = index_text(content)
+        held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
+        found = [(written, weight) for written, key, weight in self.terms if key in held]
+        return sum(weight for _, weight in found) / total, [written for written, _ in found]
 
 
 def merge_heads(rankings: Sequence[Sequence[T]], key: Callable[[T], Any]) -> list[T]:

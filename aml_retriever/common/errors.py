@@ -43,6 +43,14 @@ class Unauthorized(AmlError):
     code = "unauthorized"
 
 
+class Forbidden(AmlError):
+    """A request the key does not decide: a state change sent by another site's page, or a
+    request to a keyless loopback server under a name that is not this machine's."""
+
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(AmlError):
     status = 404
     code = "not_found"

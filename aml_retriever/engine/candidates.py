@@ -99,12 +99,12 @@ class TermIndex:
         n = self.size
         scores: dict[int, float] = defaultdict(float)
         for term in self.informative(terms):
-            if min_idf > 0 and idf(n, self._doc_count(term)) < min_idf:
+            if min_idf > 0 and idf(n, self.doc_count(term)) < min_idf:
                 continue  # counted before it is scored: scoring a common term costs most
             hits = self._hits(term, limit, session_id)
             if not hits:
                 continue
-            df = self._doc_count(term)
+            df = self.doc_count(term)
             fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
             weight = term.weight * idf(n, df)
             for rowid, part in hits:
@@ -114,7 +114,7 @@ class TermIndex:
 
     def idf(self, term: Term) -> float:
         """The term's Lucene IDF in this memory (counted once a Search)."""
-        return idf(self.size, self._doc_count(term))
+        return idf(self.size, self.doc_count(term))
 
     def informative(self, terms: tuple[Term, ...]) -> list[Term]:
         """The question's terms, or past MAX_QUERY_TERMS those that say most: the heavier first
@@ -159,7 +159,7 @@ class TermIndex:
         A message outside it cannot hold the word."""
         return self._holders.get(word)
 
-    def _doc_count(self, term: Term) -> int:
+    def doc_count(self, term: Term) -> int:
         """How many messages hold the term (FTS5's df for it)."""
         if term not in self._df:
             self._df[term] = self.conn.execute(

@@ -1,12 +1,20 @@
-"""Who may call: the API key a request offers, and which hosts count as this machine."""
+"""Who may call: the API key a request offers, where a browser says a request comes from, and
+which host names count as this machine."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 from email.message import Message
+from urllib.parse import urlsplit
 
-from aml_retriever.common.errors import Unauthorized
+from aml_retriever.common.errors import Forbidden, Unauthorized
+
+# Methods that change a memory. A web page can make a browser send a form POST anywhere, with
+# the browser's own headers: such a request is refused unless the browser says it comes from this
+# server's own origin (the inspector page) or is no browser's (no such headers at all).
+STATE_CHANGING = frozenset({"POST", "DELETE", "PUT", "PATCH"})
+SAME_SITE_VALUES = frozenset({"same-origin", "none"})  # Sec-Fetch-Site of this origin, or typed
 
 
 def authenticate(headers: Message, key: str | None) -> None:
@@ -33,3 +41,45 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def refuse_cross_site(method: str, headers: Message) -> None:
+    """Refuse a state change that a browser says another site's page sent: by Sec-Fetch-Site,
+    or by an Origin that is not the Host the request was sent to."""
+    if method not in STATE_CHANGING:
+        return
+    site = headers.get("Sec-Fetch-Site")
+    if site is not None and site.strip().lower() not in SAME_SITE_VALUES:
+        raise Forbidden("a change sent by another site's page is refused", "Origin")
+    origin = headers.get("Origin")
+    if origin is not None and _netloc(origin) != (headers.get("Host") or "").strip().lower():
+        raise Forbidden("a change sent by another site's page is refused", "Origin")
+
+
+def refuse_foreign_host(headers: Message) -> None:
+    """For a server without a key that listens on loopback only: refuse a Host naming another
+    machine. A web page whose name an attacker points at 127.0.0.1 (DNS rebinding) would
+    otherwise read and change the memory as a same-origin page; every name of this machine is
+    still accepted, and so is a request without a Host."""
+    host = headers.get("Host")
+    if host is None:
+        return
+    name = _hostname(host)
+    if name is None or not is_loopback(name):
+        raise Forbidden("this server answers only to a name of this machine (localhost, "
+                        "127.0.0.1, [::1]); set an API key to serve other names", "Host")
+
+
+def _netloc(origin: str) -> str | None:
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return None
+    return parts.netloc.lower() if parts.scheme in ("http", "https") else None
+
+
+def _hostname(host: str) -> str | None:
+    try:
+        return urlsplit(f"//{host.strip()}").hostname
+    except ValueError:
+        return None

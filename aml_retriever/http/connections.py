@@ -36,6 +36,8 @@ from aml_retriever.http.framing import (
     awaited_body_length,
     expects_continue,
     head_end,
+    leading_empty_lines,
+    not_http1,
 )
 
 log = logging.getLogger("aml_retriever.server")
@@ -247,12 +249,16 @@ class ConnectionLoop:
 
     def _hand_over_if_complete(self, conn: Connection) -> None:
         if conn.needed is None:
+            if conn.scanned == 0 and (empty := leading_empty_lines(conn.buffer)):
+                del conn.buffer[:empty]
+                if not conn.buffer:
+                    return
             end = head_end(conn.buffer, conn.scanned)
             if end is None:
                 conn.scanned = len(conn.buffer)
-                if len(conn.buffer) <= MAX_HEAD_BYTES:
+                if len(conn.buffer) <= MAX_HEAD_BYTES and not not_http1(conn.buffer):
                     return
-                end = len(conn.buffer)  # no head end in sight: the handler refuses it
+                end = len(conn.buffer)  # no head end in sight, or not HTTP: the handler refuses it
             head = bytes(conn.buffer[:end])
             conn.needed = end + awaited_body_length(head, self.max_body)
             if conn.needed > end:  # the body's own deadline starts with the head's end

@@ -27,12 +27,18 @@ from aml_retriever.http import logs
 # handler answers 414 or 431): what a request may hold in headers is far below this, and every
 # connection may buffer this much.
 MAX_HEAD_BYTES = 256 * 1024
+# A Content-Length of more digits is larger than any body accepted (nothing near 10**18 bytes
+# is), and is refused as such without converting it.
+MAX_LENGTH_DIGITS = 18
 # The longest the connection loop spends writing an error answer (408, 503) to one client.
 QUICK_WRITE_S = 0.2
 # When a client may try again after a full disk or a damaged user file: an operator's fix takes
 # minutes, and a client retrying every second would only add load.
 RESOURCE_RETRY_S = 60
 _CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
+# A request line's method is a token (RFC 9110 5.6.2); the line ends with an HTTP/1.x version.
+_TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_HTTP1_LINE = re.compile(rb" HTTP/1\.[0-9]\r?\n\Z")
 _EXPECT_CONTINUE = re.compile(rb"^expect[ \t]*:[ \t]*100-continue", re.IGNORECASE | re.MULTILINE)
 _TRANSFER_ENCODING = re.compile(rb"^transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
 
@@ -46,6 +52,29 @@ def head_end(buffer: bytes | bytearray, start: int = 0) -> int | None:
                                (buffer.find(b"\n\n", start), 2),
                                (buffer.find(b"\n\r\n", start), 3)) if i >= 0]
     return min(ends) if ends else None
+
+
+def leading_empty_lines(buffer: bytes | bytearray) -> int:
+    """How many bytes of empty lines come before a request line: RFC 9112 2.2 asks a server to
+    ignore at least one (a client may send a CRLF after a POST body)."""
+    return len(buffer) - len(bytes(buffer[:MAX_HEAD_BYTES]).lstrip(b"\r\n"))
+
+
+def not_http1(buffer: bytes | bytearray) -> bool:
+    """Whether what arrived cannot be the start of an HTTP/1.x request: its first byte is no
+    method's, or its first line is complete without ending in an HTTP/1.x version (a TLS
+    ClientHello, `GET /`, HTTP/2's preface). Then it is answered at once, not at the deadline."""
+    if buffer and buffer[0] not in _TOKEN_BYTES:
+        return True
+    line_end = buffer.find(b"\n")
+    return line_end >= 0 and _HTTP1_LINE.search(bytes(buffer[:line_end + 1])) is None
+
+
+def origin_form(target: str) -> bool:
+    """Whether a request target is a path with one leading slash. http.server serves `//add` as
+    `/add`, but a router finds no user in it: refused, a routed and a direct request can never
+    differ (`http://host/add` and `*` are refused too)."""
+    return target.startswith("/") and not target.startswith("//")
 
 
 def expects_continue(head: bytes) -> bool:
@@ -62,8 +91,8 @@ def awaited_body_length(head: bytes, max_body: int) -> int:
     lengths = _CONTENT_LENGTH.findall(head)
     if len(lengths) != 1 or not lengths[0].strip().isdigit():
         return 0
-    length = int(lengths[0].strip())
-    return length if length <= max_body else 0
+    digits = lengths[0].strip()
+    return int(digits) if len(digits) <= MAX_LENGTH_DIGITS and int(digits) <= max_body else 0
 
 
 class CrlfLines:
@@ -91,7 +120,9 @@ def body_length(headers: Message, default: str | None) -> int:
         raise LengthRequired("Content-Length is required")
     if len(length_header) > 1 or not re.fullmatch(r"[0-9]+", length_header[0].strip()):
         raise BadRequest("Content-Length must be one non-negative integer", "Content-Length")
-    return int(length_header[0])
+    digits = length_header[0].strip()
+    # Past Python's 4,300 digits int() fails; any length with this many is too large anyway.
+    return int(digits) if len(digits) <= MAX_LENGTH_DIGITS else 10 ** MAX_LENGTH_DIGITS
 
 
 def announces_body(headers: Message | None) -> bool:

@@ -313,7 +313,6 @@ class Peers:
     def __init__(self, processes: int) -> None:
         self._processes = processes
         self._map = mmap.mmap(-1, processes * PEER_SLOT_BYTES)
-        self._next = [1] * processes  # the copy each process writes next (its own entry only)
 
     def _copy_at(self, process: int, copy: int) -> int:
         return process * PEER_SLOT_BYTES + self._ACTIVE.size + copy * self._COPY
@@ -323,13 +322,20 @@ class Peers:
         payload = json.dumps(samples, separators=(",", ":")).encode()
         if self._HEAD.size + len(payload) > self._COPY:
             return False
-        copy = self._next[process]
+        # The copy not in use, read from the map: a process started in a dead one's place (same
+        # slot) knows no more than the map does.
+        copy = 1 - (self._ACTIVE.unpack_from(self._map, process * PEER_SLOT_BYTES)[0] & 1)
         at = self._copy_at(process, copy)
         self._map[at:at + self._HEAD.size + len(payload)] = (
             self._HEAD.pack(time.time(), len(payload), binascii.crc32(payload)) + payload)
         self._ACTIVE.pack_into(self._map, process * PEER_SLOT_BYTES, copy)
-        self._next[process] = 1 - copy
         return True
+
+    def forget(self, process: int) -> None:
+        """Empty a dead process's slot (the supervisor, once it has reaped it): it is shown no
+        more, and its successor's counts start from nothing."""
+        for copy in (0, 1):
+            self._HEAD.pack_into(self._map, self._copy_at(process, copy), 0.0, 0, 0)
 
     def others(self, process: int) -> list[tuple[str, float, list[Sample]]]:
         """(process, age in seconds, samples) of every other process that has written."""

@@ -37,13 +37,14 @@ from aml_retriever.common.errors import (
     internal_error_body,
 )
 from aml_retriever.http import inspector, logs
-from aml_retriever.http.auth import authenticate
+from aml_retriever.http.auth import authenticate, is_loopback, refuse_cross_site, refuse_foreign_host
 from aml_retriever.http.connections import Connection, ConnectionLoop
 from aml_retriever.http.framing import (
     CrlfLines,
     announces_body,
     body_length,
     error_headers,
+    origin_form,
     send_quickly,
 )
 from aml_retriever.http.lingering import Lingerer
@@ -121,6 +122,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.request_version == "HTTP/0.9":  # a request line without a version
             self.send_error(400)
             return False
+        if not origin_form(self.requestline.split()[1]):
+            self.send_error(400)
+            return False
         if self.headers.defects:  # e.g. a header line without a colon
             self.send_error(400)
             return False
@@ -163,6 +167,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.metrics.enter()
         self._in_flight = True
         try:
+            if self.server.guard_host:
+                refuse_foreign_host(self.headers)
+            refuse_cross_site(method, self.headers)
             if inspector.serves(self.path):  # the page holds no data: no key, no turn at the service
                 self._label = inspector.LABEL
                 page = inspector.answer(self.path, method, self.headers.get("If-None-Match"))
@@ -325,6 +332,8 @@ class AmlHTTPServer(http.server.HTTPServer):
         self.service = service
         self.metrics = metrics
         self.stopping = False
+        # Without a key, a loopback server's only guard against DNS rebinding is the Host.
+        self.guard_host = not config.api_key and is_loopback(config.host)
         self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         self._jobs: queue.Queue[tuple[Connection, bytes, float] | None] = queue.Queue(config.queue_size)
         # Workers answer requests all at once, but only this many run the service at a time:

@@ -3,8 +3,8 @@
 (`parts`): the Add path (`writes`), Search and reads of stored messages (`reads`), deleting a
 user and forgetting messages (`removal`), reindex and stats over every user file (`upkeep`), and
 the index rows, links and segments derived from messages (`derived`). The life of an agent's
-statement (`lifecycle`), pages of users, sessions and messages (`listing`), export and import
-(`exchange`).
+statement (`lifecycle`), pages of users, sessions and messages (`listing`) with cursors no
+client can forge (`cursors`), export and import (`exchange`).
 
 May import: `engine`, `storage`, `analysis`, `common`.
 """

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from aml_retriever.common.errors import AmlError, IdempotencyConflict, InvalidField, PayloadTooLarge
 from aml_retriever.memory.lifecycle import ORIGINS, fingerprint
@@ -46,6 +46,11 @@ MAX_LINE_MESSAGES = 100_000
 # slow client reads), and workers may each hold one while they write it out (16 x 32 MiB). A user
 # of 50,000 LoCoMo-length messages exports ~10 MiB; the CLI streams any size to a file.
 HTTP_EXPORT_MAX_BYTES = 32 * 1024 * 1024
+# The longest line import reads. An export line is one Add as the server took it (at most
+# max_body_bytes, 1 MiB by default) with its lifecycle: 16 MiB leaves room for servers configured
+# far above the default, while a hostile file cannot make import hold much more (a 60 MB line
+# took 1.2 GB to parse).
+MAX_LINE_BYTES = 16 * 1024 * 1024
 TRUSTS = ("confirmed", "proposed")
 _LIFECYCLE = ("timestamp_assigned", "origin", "trust", "valid_from", "hashed", "retired_at",
               "superseded_by")
@@ -235,6 +240,18 @@ def _lifecycle(item: dict[str, Any], path: str) -> dict[str, Any]:
                                f"{path}.superseded_by")
         found["superseded_by"] = (identifier(link, "request_id"), link["index"])
     return found
+
+
+def bounded_lines(stream: BinaryIO, most: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of an NDJSON file, none held in memory past `most` bytes: a longer line is
+    refused by its number as soon as that much of it is read."""
+    number = 0
+    while line := stream.readline(most + 1):
+        number += 1
+        if len(line.rstrip(b"\r\n")) > most:
+            raise InvalidField(f"line {number} is longer than {most} bytes; an export line holds "
+                               "one Add (import --max-line-bytes raises the bound)", "line")
+        yield line
 
 
 def read_lines(lines: Iterable[bytes]) -> Iterator[Line]:

@@ -27,7 +27,7 @@ import secrets
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -115,11 +115,15 @@ class Outcome:
 class Statements:
     """The statements of one user of one service, changed by one actor (http, cli, mcp)."""
 
-    def __init__(self, service: MemoryService, user_id: str, actor: str) -> None:
+    def __init__(self, service: MemoryService, user_id: str, actor: str,
+                 shown: Callable[[str], str] = str) -> None:
+        """`shown` names a stored message ("m12") as the reader of the errors knows it: an
+        agent's memory shows "local:12" (scopes.py), the HTTP API "m12"."""
         self.service = service
         self.store = service.store
         self.user_id = user_id
         self.actor = actor
+        self.shown = shown
 
     # ---- changes -------------------------------------------------------------------------
 
@@ -150,7 +154,8 @@ class Statements:
         with self._writing() as conn:
             old = self._row(conn, message_id)
             if old["superseded_by"] is not None:
-                raise Replaced(f"{old['id']} was already replaced by {old['superseded_by']}; "
+                raise Replaced(f"{self.shown(old['id'])} was already replaced by "
+                               f"{self.shown(old['superseded_by'])}; "
                                "update that one", "id")
             kind = kind or old["role"]
             key = audit.secret(conn)
@@ -184,12 +189,22 @@ class Statements:
             return Outcome(self._row(conn, message_id))
 
     def reject(self, message_id: int) -> Outcome:
-        """A person rejects a proposed statement: it is forgotten and leaves a tombstone."""
-        row = self._existing(message_id)
-        if row["trust"] == "confirmed":
-            raise NotProposed(f"{row['id']} is confirmed, not proposed; forget it instead", "id")
-        self.service.forget(self.user_id, [message_id], "reject", self.actor)
-        return Outcome(row)
+        """A person rejects a proposed statement: it is forgotten and leaves a tombstone. The
+        trust check and the removal are one transaction: a confirm or a reject sent at the same
+        time either finds it gone (404) or finds it confirmed (409), never both succeed."""
+        found: list[dict[str, Any]] = []
+
+        def proposed(conn: sqlite3.Connection) -> None:
+            row = self._row(conn, message_id)
+            if row["trust"] == "confirmed":
+                raise NotProposed(f"{self.shown(row['id'])} is confirmed, not proposed; forget it "
+                                  "instead", "id")
+            found.append(row)
+
+        if not self.service.forget(self.user_id, [message_id], "reject", self.actor,
+                                   check=proposed)["forgotten"]:
+            raise self._unknown(message_id)
+        return Outcome(found[0])
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -198,13 +213,13 @@ class Statements:
         about any of them (a forgotten id keeps only its events: its text is gone)."""
         with self.store.connection(self.user_id, create=False) as conn:
             if conn is None:
-                raise _unknown(message_id)
+                raise self._unknown(message_id)
             with self.store.read(conn):
                 ids = _versions(conn, message_id)
                 rows = [self._row(conn, m) for m in ids]
                 events = audit.of_messages(conn, ids or [message_id])
         if not rows and not events:
-            raise _unknown(message_id)
+            raise self._unknown(message_id)
         return {"versions": rows, "events": events}
 
     def with_text(self, content: str) -> list[dict[str, Any]]:
@@ -232,18 +247,15 @@ class Statements:
             with self.store.write(conn):
                 yield conn
 
-    def _existing(self, message_id: int) -> dict[str, Any]:
-        rows = self.service.messages(self.user_id, [message_id])
-        if not rows:
-            raise _unknown(message_id)
-        return rows[0]
+    def _unknown(self, message_id: int) -> NotFound:
+        return NotFound(f"there is no statement {self.shown(f'm{message_id}')} (it was forgotten, "
+                        "or never stored)", "id")
 
-    @staticmethod
-    def _row(conn: sqlite3.Connection, message_id: int) -> dict[str, Any]:
+    def _row(self, conn: sqlite3.Connection, message_id: int) -> dict[str, Any]:
         row = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?",
                            (message_id,)).fetchone()
         if row is None:
-            raise _unknown(message_id)
+            raise self._unknown(message_id)
         return message_row(row)
 
     @staticmethod
@@ -301,8 +313,7 @@ def _versions(conn: sqlite3.Connection, message_id: int) -> list[int]:
     return [m for (m,) in chain]
 
 
-def _unknown(message_id: int) -> NotFound:
-    return NotFound(f"there is no statement m{message_id} (it was forgotten, or never stored)", "id")
+
 
 
 def _now_ms() -> int:

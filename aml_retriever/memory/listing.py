@@ -17,8 +17,6 @@ listing (kind, order and filters): passed to another, or changed by hand, it is 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import hashlib
 import json
@@ -31,6 +29,7 @@ from typing import Any
 
 from aml_retriever.analysis.dates import iso_utc
 from aml_retriever.common.errors import InvalidField, NotFound
+from aml_retriever.memory import cursors
 from aml_retriever.memory.validation import ListQuery, is_text
 from aml_retriever.storage import resources
 from aml_retriever.storage.migrations import SHARD_MIGRATIONS
@@ -53,28 +52,31 @@ _KEYS: weakref.WeakKeyDictionary[Store, dict[Path, tuple[tuple[int, ...], tuple[
 
 
 class Cursor:
-    """An opaque page cursor: urlsafe base64 of a small JSON object naming its listing and the
-    key of the last item shown."""
+    """An opaque page cursor: a small JSON object naming its listing and the key of the last
+    item shown, sealed with the store's cursor key (cursors.py)."""
 
-    def __init__(self, kind: str, query: ListQuery) -> None:
+    def __init__(self, kind: str, query: ListQuery, key: bytes) -> None:
         listing = json.dumps([kind, query.order, query.status, query.session_id])
         self.listing = hashlib.sha256(listing.encode("utf-8")).hexdigest()[:16]
+        self.key = key
 
     def encode(self, position: Sequence[Any]) -> str:
         data = json.dumps({"l": self.listing, "p": list(position)}, ensure_ascii=False,
                           separators=(",", ":")).encode("utf-8")
-        return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+        return cursors.seal(self.key, data)
 
     def decode(self, text: str, shape: Sequence[type]) -> list[Any]:
         """The position a cursor holds, checked against the types this listing puts there (an
         int within SQLite's range, a string of valid Unicode, or None where `shape` allows)."""
+        data = cursors.unseal(self.key, text)
+        if data is None:
+            raise InvalidField(_BAD_CURSOR, "cursor")
         try:
-            data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)),
-                              parse_constant=_refuse)
-        except (binascii.Error, ValueError, RecursionError):
+            found = json.loads(data, parse_constant=_refuse)
+        except (ValueError, RecursionError):
             raise InvalidField(_BAD_CURSOR, "cursor") from None
-        position = data.get("p") if isinstance(data, dict) else None
-        if (not isinstance(data, dict) or set(data) != {"l", "p"} or data["l"] != self.listing
+        position = found.get("p") if isinstance(found, dict) else None
+        if (not isinstance(found, dict) or set(found) != {"l", "p"} or found["l"] != self.listing
                 or not isinstance(position, list) or len(position) != len(shape)
                 or not all(_fits(value, kind) for value, kind in zip(position, shape, strict=True))):
             raise InvalidField(_BAD_CURSOR, "cursor")
@@ -105,7 +107,7 @@ class Listing:
         """Users newest first (or oldest), by when the store first took something of them. Each
         user file's key is read once and kept while the file is unchanged (`_keys`); the page's
         users are read for their counts (read only, outside the pool of warm connections)."""
-        cursor = Cursor("users", query)
+        cursor = Cursor("users", query, self.store.cursor_key)
         newest = query.order == "newest"
         after = None if query.cursor is None else tuple(cursor.decode(query.cursor, (int, str)))
         read: dict[Path, dict[str, Any]] = {}
@@ -146,7 +148,7 @@ class Listing:
 
     def sessions(self, user_id: str, query: ListQuery) -> dict[str, Any]:
         """A user's sessions newest first (or oldest), by when their first message arrived."""
-        cursor = Cursor("sessions", query)
+        cursor = Cursor("sessions", query, self.store.cursor_key)
         newest = query.order == "newest"
         where, params = "1", []
         if query.cursor is not None:
@@ -172,7 +174,7 @@ class Listing:
 
     def messages(self, user_id: str, query: ListQuery) -> dict[str, Any]:
         """A page of a user's messages (see the module's docstring for the order)."""
-        cursor = Cursor("messages", query)
+        cursor = Cursor("messages", query, self.store.cursor_key)
         newest = query.order == "newest"
         position = (None if query.cursor is None
                     else cursor.decode(query.cursor, (int, int, int if newest else type(None))))

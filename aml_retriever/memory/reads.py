@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
 from aml_retriever.memory.parts import Part
@@ -127,6 +128,17 @@ class Reads(Part):
                 with self.store.read(conn):
                     events, next_cursor = audit.page(conn, after, limit)
         return {"user_id": user_id, "events": events, "next_cursor": next_cursor}
+
+
+    def document_counts(self, user_id: str, terms: Sequence[Term]) -> tuple[int, list[int]]:
+        """How many messages the user's index holds, and how many hold each term (0 and none
+        for an unknown user): what a caller needs to weigh terms across memories."""
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is None:
+                return 0, [0] * len(terms)
+            with self.store.read(conn):
+                index = TermIndex(conn)
+                return index.size, [index.doc_count(term) for term in terms]
 
 
 def message_row(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aml_retriever.analysis.features import Features
@@ -56,9 +56,13 @@ class Removal(Part):
         return True
 
     def forget(self, user_id: str, message_ids: Sequence[int], reason: str,
-               actor: str = "http") -> dict[str, Any]:
+               actor: str = "http",
+               check: Callable[[sqlite3.Connection], None] | None = None) -> dict[str, Any]:
         """Remove single messages and everything derived from them in one transaction, and record
         each removal (id, time, reason; never content). Ids that do not exist are skipped.
+        `check` runs first in the same transaction and may refuse (raise): what it checks cannot
+        change before the removal (a review's trust check: of a reject and a confirm sent at
+        once, exactly one wins).
 
         The index rows are deleted with the terms they were built from, recomputed from the
         content (a contentless FTS5 table can only delete what it is told it holds), and the
@@ -68,6 +72,8 @@ class Removal(Part):
         with self.store.connection(user_id, create=False) as conn:
             if conn is not None:
                 with self.store.write(conn):
+                    if check is not None:
+                        check(conn)
                     removed = self._remove_messages(conn, message_ids, reason, actor)
                 self.store.checkpoint(conn)  # so the removed text leaves the write-ahead log
         return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}

@@ -10,6 +10,7 @@ from typing import Any
 
 from aml_retriever import __version__
 from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.engine.candidates import Term
 from aml_retriever.memory.reads import Reads
 from aml_retriever.memory.removal import Removal
 from aml_retriever.memory.upkeep import Upkeep
@@ -82,14 +83,18 @@ class MemoryService:
     def audit(self, user_id: str, after: int, limit: int) -> dict[str, Any]:
         return self.reads.audit(user_id, after, limit)
 
+    def document_counts(self, user_id: str, terms: Sequence[Term]) -> tuple[int, list[int]]:
+        return self.reads.document_counts(user_id, terms)
+
     # ---- delete and forget: removal.py ----------------------------------------------------
 
     def delete_user(self, user_id: str, actor: str = "http") -> dict[str, Any]:
         return self.removal.delete_user(user_id, actor)
 
     def forget(self, user_id: str, message_ids: Sequence[int], reason: str,
-               actor: str = "http") -> dict[str, Any]:
-        return self.removal.forget(user_id, message_ids, reason, actor)
+               actor: str = "http",
+               check: Callable[[sqlite3.Connection], None] | None = None) -> dict[str, Any]:
+        return self.removal.forget(user_id, message_ids, reason, actor, check)
 
     # ---- every user file: upkeep.py -------------------------------------------------------
 

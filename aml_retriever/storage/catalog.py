@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import secrets
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ class Catalog:
         self._former_identity = index_identity(retrieval.index_identity(FORMER_INDEX_SETTINGS))
         self._reindexing = reindexing
         self.schema = Schema(path, self.index_identity)
+        self.cursor_key = b""  # read from the catalog by `open`
 
     def open(self) -> None:
         """Make, migrate or check the catalog; a StoreError says why it cannot be used."""
@@ -52,6 +54,7 @@ class Catalog:
             try:
                 self.schema.migrate(conn, CATALOG)
                 self._check_index_identity(conn)
+                self.cursor_key = self._cursor_key(conn)
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
@@ -63,6 +66,15 @@ class Catalog:
         target.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (self.index_identity,))
         if conn is None:
             target.close()
+
+    @staticmethod
+    def _cursor_key(conn: sqlite3.Connection) -> bytes:
+        """The key page cursors are signed with: made once, at random, for the whole store, so
+        every process serving it (and a restarted one) accepts the cursors the others gave."""
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('cursor_key', ?)",
+                     (secrets.token_hex(32),))
+        return bytes.fromhex(conn.execute("SELECT value FROM meta WHERE key = 'cursor_key'")
+                             .fetchone()[0])
 
     def _unusable(self, exc: sqlite3.DatabaseError) -> str:
         """Why the store cannot be opened, named by its real cause where one is known."""

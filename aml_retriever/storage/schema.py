@@ -25,6 +25,14 @@ from aml_retriever.storage.migrations import (
 )
 
 
+class ForeignFile(StoreError):
+    """A SQLite file that this program did not write, where one of the store's should be."""
+
+
+class NewerFile(StoreError):
+    """A file of the store written by a newer version of this program."""
+
+
 @dataclass(frozen=True)
 class FileKind:
     """A kind of file of a store: its migrations, the schema a new one is made from, the format
@@ -79,7 +87,7 @@ class Schema:
         elif version == 0:
             return False
         elif version > USER_FILE.version:
-            raise StoreError(f"{path} was written by a newer aml_retriever; upgrade", "db")
+            raise NewerFile(f"{path} was written by a newer aml_retriever; upgrade", "db")
         return True
 
     def _upgrade(self, conn: sqlite3.Connection, kind: FileKind) -> None:
@@ -87,10 +95,11 @@ class Schema:
         version = _user_version(conn)
         has_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
         if version == 0 and has_tables:
-            raise StoreError(f"{self.path} is a SQLite file but not an aml_retriever {kind.name}", "db")
+            raise ForeignFile(f"{self.path} is a SQLite file but not an aml_retriever {kind.name}",
+                              "db")
         if version > kind.version:
-            raise StoreError(f"{self.path} was written by a newer aml_retriever (schema "
-                             f"{version}, this version knows {kind.version}); upgrade", "db")
+            raise NewerFile(f"{self.path} was written by a newer aml_retriever (schema "
+                            f"{version}, this version knows {kind.version}); upgrade", "db")
         if version > 0:
             self._check_format(conn, kind)
         for script in [kind.schema] if version == 0 else kind.migrations[version:]:
@@ -105,7 +114,7 @@ class Schema:
     def _check_format(self, conn: sqlite3.Connection, kind: FileKind) -> None:
         found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if not found or found[0] != kind.format:
-            raise StoreError(f"{self.path} is not an aml_retriever {kind.name}", "db")
+            raise ForeignFile(f"{self.path} is not an aml_retriever {kind.name}", "db")
 
 
 def _user_version(conn: sqlite3.Connection) -> int:

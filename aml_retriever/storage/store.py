@@ -70,6 +70,11 @@ class Store:
 
     # ---- catalog (catalog.py) ------------------------------------------------------------
 
+    @property
+    def cursor_key(self) -> bytes:
+        """The store's key for signing page cursors."""
+        return self._catalog.cursor_key
+
     def record_index_identity(self, conn: sqlite3.Connection | None = None) -> None:
         self._catalog.record_index_identity(conn)
 

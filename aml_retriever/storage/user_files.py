@@ -20,6 +20,7 @@ from pathlib import Path
 from aml_retriever.common.errors import StoreError, UserStoreDamaged
 from aml_retriever.storage import resources
 from aml_retriever.storage.pool import Connections
+from aml_retriever.storage.schema import ForeignFile, NewerFile
 
 log = logging.getLogger("aml_retriever.store")
 
@@ -70,6 +71,14 @@ class UserFiles:
         try:
             with self._connections.lease(path, create) as conn:
                 yield conn
+        except ForeignFile:
+            # Another application's SQLite file where the user's file should be: set aside like
+            # a damaged one, and refused without naming its path.
+            self.quarantine(path)
+            raise resources.damaged() from None
+        except NewerFile:
+            raise UserStoreDamaged("this user's stored data was written by a newer version of "
+                                   "aml_retriever; serve it with that version", "user_id") from None
         except (sqlite3.Error, OSError) as exc:
             cause = resources.cause(exc)
             if cause is None:
