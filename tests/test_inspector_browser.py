@@ -1,26 +1,44 @@
 """The inspector page driven in a real headless browser (Debian's chromium and chromium-driver,
 through selenium; scripts/run_tests.sh installs them when it can). It shows a memory only to the
-key it is given, pages through it, explains a Search, forgets, reviews and deletes, shows stored
-markup as text that never runs, keeps to its Content-Security-Policy, and fits 400 px.
+key it is given, pages through it, explains a Search (a window hit as its messages with their roles),
+forgets, reviews and deletes, filters the users listed and opens one by id, shows times compact and
+local, shows stored markup as text that never runs, keeps to its Content-Security-Policy, and fits
+400 px with the users folded away once a user is open. Through a real cluster router (HAProxy, which
+answers GET /users 404) it says so and opens users by id; everything else works as on one server.
+
+The page draws a list when its answer comes: a test waits for the state that marks the drawing done
+(never for one the list shown before also meets) and finds an element afresh after anything that may
+draw it again.
 
 Without a browser these tests skip and say why. One browser serves the whole module; a failed
 test leaves a screenshot and the page's markup in its temporary directory."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import socket
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import Client, start_app
 
+from aml_retriever.cluster import control
+from aml_retriever.cluster.haproxy import version as haproxy_version
+from aml_retriever.cluster.sharding import bucket_of, read_map
+from aml_retriever.common.errors import ClusterError
 from aml_retriever.memory.lifecycle import Statements
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.storage.store import Store
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
                                 "(scripts/run_tests.sh installs it as a test-only tool)")
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 KEY = "browser-key"
@@ -33,6 +51,28 @@ LOCKER = "Forget me: the locker code is 4512."
 LONG_TOKEN = "unbroken-" + "x" * 300
 MARKUP_USER = "team/<img src=y onerror=window.__xss=3> é"  # a slash, markup, a space, non-ASCII
 BOB_SECRET = "Bob's only note: the boat is called Heron."
+FRANK_OLD, FRANK_NEW = "Frank's first note.", "Frank's parking spot is 12."
+# A conversation whose Search for WINDOW_QUERY returns a window of three messages of two roles
+# first (its words are matched through the window; the lexical list, of single messages, has no
+# place for it).
+CONVERSATION = [
+    ("user", "We're planning a week in Lisbon with my sister Ana."),
+    ("assistant", "Nice. Do you have dates yet?"),
+    ("user", "The trip starts on September 12 with the morning flight; we fly back on the 19th."),
+    ("user", "Ana is vegetarian, so keep that in mind for restaurants."),
+    ("user", "When do we ship?"),
+    ("assistant", "Right after the launch."),
+]
+WINDOW_QUERY = "When do we ship the launch?"
+START_MS = 1_785_000_000_000
+
+
+def add_conversation(c: Client, user: str, request_id: str) -> None:
+    """CONVERSATION stored for `user` in session "talk", a minute apart: its messages are m1..m6."""
+    response = c.post("/add", {"request_id": request_id, "user_id": user, "session_id": "talk", "messages": [
+        {"role": role, "content": content, "timestamp": START_MS + i * 60_000}
+        for i, (role, content) in enumerate(CONVERSATION)]})
+    assert response.status == 200, response.body
 
 
 def find_browser() -> tuple[str, str] | None:
@@ -47,7 +87,7 @@ def find_browser() -> tuple[str, str] | None:
 def server(tmp_path_factory):
     app = start_app(tmp_path_factory.mktemp("browser"), api_key=KEY)
     c = Client(app.port, api_key=KEY)
-    start = 1_785_000_000_000
+    start = START_MS
     assert c.add("alice", "a1", [f"note {i}: errand number {i}" for i in range(1, SESSION_MESSAGES + 1)],
                  session="s1", start_ms=start).status == 200
     assert c.add("alice", "a2", [LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN], session="s2",
@@ -55,6 +95,9 @@ def server(tmp_path_factory):
     assert c.add("bob", "b1", [BOB_SECRET]).status == 200
     assert c.add("carol", "c1", ["Carol keeps bees."]).status == 200
     assert c.add(MARKUP_USER, "x1", ["A user whose id is markup."]).status == 200
+    assert c.add("frank", "f1", [FRANK_OLD], session="f1", start_ms=start).status == 200
+    assert c.add("frank", "f2", [FRANK_NEW], session="f2", start_ms=start + 3_600_000).status == 200
+    add_conversation(c, "gina", "g1")
     dave = Statements(app.service, "dave", "mcp")
     for text in ("Dave prefers tea in the morning.", "Dave moved to Lisbon."):
         dave.remember("s1", text, "fact", origin="agent")
@@ -130,16 +173,93 @@ def users_shown(driver) -> None:
     wait(driver, lambda d: "alice" in texts(d, "#users li button"), "the users listed")
 
 
+def user_opened(driver, user_id: str) -> None:
+    """Waits until the page has finished opening `user_id`: its four lists drawn (each holds at least
+    an item or "None."; opening empties them first) and the focus moved to its title, the page's last
+    step. Until then a list may still be drawn over what a test reads, or the focus taken from a field
+    a test types in."""
+    wait(driver, lambda d: d.execute_script(
+        "return document.getElementById('user-id').textContent === arguments[0]"
+        " && ['sessions', 'messages', 'proposed', 'audit']"
+        "    .every(id => document.getElementById(id).children.length)"
+        " && document.activeElement === document.getElementById('user-title')", user_id),
+        f"{user_id} opened")
+
+
 def open_user(driver, user_id: str) -> None:
     users_shown(driver)
     button = next(b for b in driver.find_elements(By.CSS_SELECTOR, "#users li button") if b.text == user_id)
     button.click()
-    wait(driver, lambda d: d.find_element(By.ID, "user-id").text == user_id
-         and d.find_elements(By.CSS_SELECTOR, "#messages li"), f"{user_id}'s messages shown")
+    user_opened(driver, user_id)
+
+
+def choose_session(driver, session_id: str) -> None:
+    """Clicks a session; the messages are drawn afresh once the page's answer comes (see show_session)."""
+    buttons = driver.find_elements(By.CSS_SELECTOR, "#sessions li button")
+    next(b for b in buttons if b.text == session_id).click()
+
+
+def show_session(driver, session_id: str, among: set[str]) -> None:
+    """Narrows the messages to a session and waits until they are drawn: until every message shown is
+    one of the session's (`among`). The list shown before, every session's, holds some of them too,
+    and is replaced when the page's answer comes."""
+    choose_session(driver, session_id)
+    wait(driver, lambda d: set(contents(d, "messages")) <= among and contents(d, "messages"),
+         f"session {session_id}'s messages")
+
+
+def confirmation(driver):
+    """The confirm() dialog a click opened."""
+    return wait(driver, expected_conditions.alert_is_present(), "the confirmation")
+
+
+def forget_button(driver, content: str):
+    """The Forget button of the row showing `content`, found now: a row found before the list was drawn
+    again is a stale element."""
+    row = next(li for li in driver.find_elements(By.CSS_SELECTOR, "#messages > li") if content in li.text)
+    return row.find_element(By.XPATH, ".//button[starts-with(@aria-label, 'Forget message')]")
+
+
+def review_button(driver, content: str, verb: str):
+    """The Confirm or Reject button of the proposed statement showing `content`, found now."""
+    row = next(li for li in driver.find_elements(By.CSS_SELECTOR, "#proposed > li") if content in li.text)
+    return row.find_element(By.XPATH, f".//button[text()='{verb}']")
 
 
 def contents(driver, list_id: str) -> list[str]:
     return texts(driver, f"#{list_id} li .content")
+
+
+def hit_contents(driver) -> list[str]:
+    """Each hit's text as Search answers it: a window's messages joined by newlines."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#hits > li:not(.empty)')]"
+        "  .map(li => [...li.querySelectorAll('.content')].map(e => e.innerText).join('\\n'))")
+
+
+def click_user(driver, user_id: str) -> None:
+    """Opens a user from the list shown, without loading the page again."""
+    button = next(b for b in driver.find_elements(By.CSS_SELECTOR, "#users li button") if b.text == user_id)
+    button.click()
+    user_opened(driver, user_id)
+
+
+def listed_users(driver) -> list[str]:
+    """The users the list shows now (the filter hides the others)."""
+    return texts(driver, "#users > li:not([hidden]) button")
+
+
+def search_for(driver, query: str, shown: list[str] | None = None) -> None:
+    """Searches `query` and waits for its hits (for `shown`, their contents, when hits were shown
+    before: the page replaces them all at once when the answer comes)."""
+    field = driver.find_element(By.ID, "query")
+    field.clear()
+    field.send_keys(query, Keys.ENTER)
+    if shown is None:
+        wait(driver, lambda d: d.execute_script("return document.querySelector('#hits > li') !== null"),
+             f"the hits of {query!r}")
+    else:
+        wait(driver, lambda d: hit_contents(d) == shown, f"the hits of {query!r}")
 
 
 def click_more(driver, list_id: str, expected: int) -> None:
@@ -184,8 +304,7 @@ def test_a_user_is_paged_through_every_message_exactly_once(page):
 def test_a_session_narrows_the_messages(page):
     open_user(page, "alice")
     assert texts(page, "#sessions li button") == ["s2", "s1"]  # the latest first
-    next(b for b in page.find_elements(By.CSS_SELECTOR, "#sessions li button") if b.text == "s2").click()
-    wait(page, lambda d: len(contents(d, "messages")) == 5, "session s2's five messages")
+    show_session(page, "s2", {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN})
     assert set(contents(page, "messages")) == {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN}
     assert page.find_element(By.ID, "messages-scope").text == "in session s2"
     page.find_element(By.ID, "all-sessions").click()
@@ -196,8 +315,8 @@ def test_a_search_shows_each_hit_with_its_explanation(page, server):
     open_user(page, "alice")
     query = page.find_element(By.ID, "query")
     query.send_keys("When did the launch move?", Keys.ENTER)  # Enter submits
-    wait(page, lambda d: contents(d, "hits"), "the hits")
-    assert contents(page, "hits")[0] == LAUNCH
+    wait(page, lambda d: hit_contents(d), "the hits")
+    assert hit_contents(page)[0] == LAUNCH
     first = page.find_element(By.CSS_SELECTOR, "#hits > li")
     rows = first.find_elements(By.CSS_SELECTOR, ".signal")
     shown = {r.find_element(By.CSS_SELECTOR, ".name").text: r.find_element(By.CSS_SELECTOR, ".why").text
@@ -212,19 +331,20 @@ def test_a_search_shows_each_hit_with_its_explanation(page, server):
                      f"{round(s['share'] * 100)}% of the score" for s in listed}
     bars = [float(m.get_attribute("value")) for m in first.find_elements(By.CSS_SELECTOR, ".signal meter")]
     assert bars == [s["share"] for s in listed] and abs(sum(bars) - 1) < 1e-6
-    assert len(contents(page, "hits")) == len(set(contents(page, "hits"))) <= 10
+    assert len(hit_contents(page)) == len(set(hit_contents(page))) <= 10
 
 
 def test_forgetting_a_message_removes_it_for_good(page, server):
     open_user(page, "alice")
-    next(b for b in page.find_elements(By.CSS_SELECTOR, "#sessions li button") if b.text == "s2").click()
-    wait(page, lambda d: LOCKER in contents(d, "messages"), "the message to forget")
-    row = next(li for li in page.find_elements(By.CSS_SELECTOR, "#messages > li") if LOCKER in li.text)
-    row.find_element(By.XPATH, ".//button[starts-with(@aria-label, 'Forget message')]").click()
-    page.switch_to.alert.dismiss()  # a change of mind keeps it
+    # The message is on every session's first page too: wait for session s2's own list, or the row
+    # found would be replaced under the test when s2's answer comes.
+    show_session(page, "s2", {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN})
     assert LOCKER in contents(page, "messages")
-    row.find_element(By.XPATH, ".//button[starts-with(@aria-label, 'Forget message')]").click()
-    page.switch_to.alert.accept()
+    forget_button(page, LOCKER).click()
+    confirmation(page).dismiss()  # a change of mind keeps it
+    assert LOCKER in contents(page, "messages")
+    forget_button(page, LOCKER).click()
+    confirmation(page).accept()
     wait(page, lambda d: LOCKER not in contents(d, "messages"), "the message gone from the list")
     assert status(page).endswith("forgotten.") and LAUNCH in contents(page, "messages")  # control
     c = Client(server.port, api_key=KEY)
@@ -234,6 +354,33 @@ def test_forgetting_a_message_removes_it_for_good(page, server):
     open_user(page, "alice")  # shown afresh from the server: still gone, and audited
     wait(page, lambda d: any(" forget " in f" {t} " for t in texts(d, "#audit li")), "the forget event")
     assert LOCKER not in page.page_source
+
+
+def test_a_message_forgotten_while_its_list_reloads_is_not_shown_again(page, server):
+    open_user(page, "frank")
+    page.execute_cdp_cmd("Network.enable", {})
+    try:  # every answer now comes seconds after it is asked for
+        page.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 3000, "downloadThroughput": -1, "uploadThroughput": -1})
+        forget = forget_button(page, FRANK_NEW)  # found before anything draws the list again
+        choose_session(page, "f2")  # the list of session f2 is asked for ...
+        forget.click()  # ... and the note forgotten from the list still shown
+        confirmation(page).accept()
+        # Session f2's list, read before the note was forgotten, is drawn while or after the forget is
+        # answered: the note is shown neither on the row clicked nor on the list drawn since; the other
+        # session's note goes when f2's list is drawn.
+        wait(page, lambda d: status(d).endswith("forgotten.") and not contents(d, "messages"),
+             "session f2 shown without its only note, forgotten")
+        assert page.find_element(By.ID, "messages-scope").text == "in session f2"
+    finally:
+        page.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        page.execute_cdp_cmd("Network.disable", {})
+    c = Client(server.port, api_key=KEY)
+    assert c.contents("frank", "parking spot") == [] and c.contents("frank", "first note") == [FRANK_OLD]
+    c.close()
+    open_user(page, "frank")
+    assert contents(page, "messages") == [FRANK_OLD]
 
 
 def test_a_wrong_key_shows_nothing_of_the_memory(page):
@@ -259,7 +406,8 @@ def test_a_key_changed_on_the_server_hides_what_was_shown(page, tmp_path):
         use_key(page, "old-key")
         wait(page, lambda d: "erin" in texts(d, "#users li button"), "erin listed")
         page.find_element(By.CSS_SELECTOR, "#users li button").click()
-        wait(page, lambda d: "harbour" in " ".join(contents(d, "messages")), "erin's note shown")
+        user_opened(page, "erin")
+        assert "harbour" in " ".join(contents(page, "messages"))
     finally:
         app.stop()
     app = start_app(tmp_path, api_key="new-key", port=port)  # the same server, its key rotated
@@ -274,12 +422,11 @@ def test_a_key_changed_on_the_server_hides_what_was_shown(page, tmp_path):
 
 def test_stored_markup_is_shown_as_text_and_never_runs(page):
     open_user(page, "alice")
-    next(b for b in page.find_elements(By.CSS_SELECTOR, "#sessions li button") if b.text == "s2").click()
-    wait(page, lambda d: XSS_IMG in contents(d, "messages"), "the stored markup shown")
-    assert XSS_SCRIPT in contents(page, "messages")
+    show_session(page, "s2", {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN})
+    assert {XSS_IMG, XSS_SCRIPT} <= set(contents(page, "messages"))
     assert MARKUP_USER in texts(page, "#users li button")
     page.find_element(By.ID, "query").send_keys("onerror script window", Keys.ENTER)
-    wait(page, lambda d: any(XSS_IMG in hit for hit in contents(d, "hits")), "the markup among the hits")
+    wait(page, lambda d: any(XSS_IMG in hit for hit in hit_contents(d)), "the markup among the hits")
     assert page.execute_script("return document.querySelectorAll('main img, main script').length") == 0
     open_user(page, MARKUP_USER)  # its id travels in the path, percent-encoded
     assert contents(page, "messages") == ["A user whose id is markup."]
@@ -302,13 +449,11 @@ def test_the_policy_is_enforced_by_the_browser(page):
 
 def test_proposed_statements_are_confirmed_or_rejected(page, server):
     open_user(page, "dave")
-    wait(page, lambda d: len(contents(d, "proposed")) == 2, "two proposed statements")
-    tea, lisbon = page.find_elements(By.CSS_SELECTOR, "#proposed > li")
-    assert "Dave prefers tea" in tea.text and "Dave moved to Lisbon" in lisbon.text
-    tea.find_element(By.XPATH, ".//button[text()='Confirm']").click()
-    wait(page, lambda d: len(contents(d, "proposed")) == 1, "one left after confirming")
-    lisbon.find_element(By.XPATH, ".//button[text()='Reject']").click()
-    page.switch_to.alert.accept()
+    assert contents(page, "proposed") == ["Dave prefers tea in the morning.", "Dave moved to Lisbon."]
+    review_button(page, "Dave prefers tea", "Confirm").click()
+    wait(page, lambda d: contents(d, "proposed") == ["Dave moved to Lisbon."], "one left after confirming")
+    review_button(page, "Dave moved to Lisbon", "Reject").click()
+    confirmation(page).accept()
     wait(page, lambda d: not contents(d, "proposed"), "none left after rejecting")
     left = Statements(server.service, "dave", "test")
     assert left.proposed(10) == []
@@ -343,7 +488,7 @@ def test_the_page_works_from_the_keyboard(page):
     key.send_keys(KEY, Keys.ENTER)
     wait(page, lambda d: "alice" in texts(d, "#users li button"), "the users listed")
     active = page.switch_to.active_element
-    for _ in range(12):  # Tab onwards to alice's button, then Enter opens it
+    for _ in range(30):  # Tab onwards to alice's button, then Enter opens it
         active.send_keys(Keys.TAB)
         active = page.switch_to.active_element
         if active.text == "alice":
@@ -361,12 +506,278 @@ def test_the_page_fits_400_px_without_sideways_scrolling(page):
     page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                          {"width": 400, "height": 800, "deviceScaleFactor": 1, "mobile": True})
     open_user(page, "alice")  # its newest message is one 309-character word; a user id is markup
-    assert LONG_TOKEN in contents(page, "messages") and MARKUP_USER in texts(page, "#users li button")
+    assert LONG_TOKEN in contents(page, "messages")
     page.find_element(By.ID, "query").send_keys("launch", Keys.ENTER)
     wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits .signal"), "an explanation")
+    page.find_element(By.CSS_SELECTOR, "#users-box > summary").click()  # the users, folded, shown again
+    wait(page, lambda d: MARKUP_USER in texts(d, "#users li button"), "the users shown")
+    search_for(page, WINDOW_QUERY)  # gina's messages are not alice's: no hit, a control of the Search
+    page.find_element(By.XPATH, "//ul[@id='users']//button[text()='gina']").click()
+    user_opened(page, "gina")
+    search_for(page, WINDOW_QUERY)  # a window hit: its messages and roles fit too
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#hits .member"), "a window's messages")
+    page.find_element(By.CSS_SELECTOR, "#users-box > summary").click()
+    wait(page, lambda d: MARKUP_USER in texts(d, "#users li button"), "the users shown")
     width, scroll = page.execute_script("return [window.innerWidth, document.documentElement.scrollWidth]")
     assert width == 400 and scroll <= width
     users, user = (page.find_element(By.ID, name).rect for name in ("users-panel", "user-panel"))
     assert users["x"] == user["x"] and user["y"] > users["y"]  # one column: the user below the users
     for panel in (users, user):
         assert panel["x"] >= 0 and panel["x"] + panel["width"] <= 400
+
+
+# ---- users: a filter over those listed, paging, opening by id ---------------------------------
+
+
+def test_users_are_filtered_paged_and_opened_by_id(page, tmp_path):
+    """GET /users has no filter of its own (cursor paging only): the filter covers the users listed,
+    says when more are on the server, and Open user reaches any user by its exact id."""
+    app = start_app(tmp_path, api_key=KEY)
+    try:
+        c = Client(app.port, api_key=KEY)
+        for i in range(1, 46):
+            assert c.add(f"user-{i:02d}", f"r{i}", [f"Note of user {i}."]).status == 200
+        c.close()
+        page.get(f"http://127.0.0.1:{app.port}/ui/")
+        use_key(page)
+        wait(page, lambda d: len(listed_users(d)) == 20, "the first page of users")
+        assert listed_users(page)[0] == "user-45"  # newest first
+        assert page.find_element(By.ID, "users-count").text == "20 users, more on the server"
+        field = page.find_element(By.ID, "open-id")
+        field.send_keys("USER-4")  # any part of the id, any case
+        wait(page, lambda d: listed_users(d) == [f"user-{i}" for i in range(45, 39, -1)], "user-4x listed")
+        assert page.find_element(By.ID, "users-count").text == "6 of 20 users, more on the server"
+        field.send_keys(Keys.BACKSPACE, "1")  # "USER-1": none of the 20 listed (user-26..45)
+        wait(page, lambda d: listed_users(d) == [], "no user listed matching")
+        note = page.find_element(By.ID, "users-filtered").text
+        assert note.startswith("No user listed matches.") and "More users" in note and "Open user" in note
+        page.find_element(By.ID, "more-users").click()
+        wait(page, lambda d: listed_users(d) == [f"user-{i}" for i in range(19, 9, -1)],
+             "the next page's matches listed under the same filter")
+        assert page.find_element(By.ID, "users-count").text == "10 of 40 users, more on the server"
+        field.clear()
+        field.send_keys("user-03", Keys.ENTER)  # not listed yet: opened by its exact id
+        user_opened(page, "user-03")
+        assert contents(page, "messages") == ["Note of user 3."] and status(page) == ""
+        field = page.find_element(By.ID, "open-id")
+        field.clear()
+        field.send_keys("User-03", Keys.ENTER)  # ids are exact: another (empty) user, said so
+        user_opened(page, "User-03")
+        assert not contents(page, "messages") and "Note of user 3." not in page.page_source
+        assert status(page).startswith("Nothing is stored for user User-03")
+        page.find_element(By.ID, "open-id").clear()
+        page.find_element(By.ID, "open-id").send_keys(Keys.ENTER)  # an empty id opens nothing
+        assert page.find_element(By.ID, "user-id").text == "User-03"
+    finally:
+        app.stop()
+
+
+# ---- times ------------------------------------------------------------------------------------
+
+
+def test_times_are_shown_compact_and_local_with_the_exact_time_in_a_title(page, server):
+    """Every stored time is a local "YYYY-MM-DD HH:MM" that never wraps, its ISO value in title
+    and datetime; Kathmandu (UTC+5:45, no daylight saving) shifts the minutes as well as the hours."""
+    page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kathmandu"})
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                         {"width": 400, "height": 800, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        open_user(page, "alice")
+        c = Client(server.port, api_key=KEY)
+        stored = c.request("GET", "/users/alice/messages?limit=20").body["messages"]
+        c.close()
+        shown = page.execute_script(
+            "return [...document.querySelectorAll('#messages time')].map(t => [t.textContent, t.title,"
+            " t.dateTime, t.getClientRects().length, getComputedStyle(t).whiteSpace])")
+        kathmandu = timezone(timedelta(hours=5, minutes=45))
+
+        def local(iso: str) -> str:
+            utc = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+            return utc.astimezone(kathmandu).strftime("%Y-%m-%d %H:%M")
+
+        assert shown == [[local(m["created_at"]), m["created_at"], m["created_at"], 1, "nowrap"]
+                         for m in stored]
+        assert shown[0][0] == "2026-07-26 00:05"  # START_MS + 1 h + 4 s: 2026-07-25 18:20:04 UTC
+        for list_id in ("users", "sessions", "audit"):  # every list shows its times the same way
+            times = page.execute_script(f"return [...document.querySelectorAll('#{list_id} time')]"
+                                        ".map(t => [t.textContent, t.title])")
+            assert times and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", text) and local(title) == text
+                                 for text, title in times), (list_id, times)
+        meta = " ".join(texts(page, "#messages .meta, #sessions .meta, #audit .meta"))
+        assert not re.search(r"\d{4}-\d\d-\d\dT", meta)  # no raw ISO value left in the text
+    finally:
+        page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+# ---- a window hit -----------------------------------------------------------------------------
+
+
+def check_window_hit(driver, c: Client, user: str) -> None:
+    """Searches WINDOW_QUERY: the window hit shows each of its messages with its role, and its
+    explanation says its words were matched through its window, not that lexical missed them."""
+    answer = c.search(user, WINDOW_QUERY, explain=True).body["data"]
+    search_for(driver, WINDOW_QUERY, [hit["content"] for hit in answer])
+    place, window = next((i, hit) for i, hit in enumerate(answer) if hit["view"] == "window")
+    ranks = {s["signal"]: s["rank"] for s in window["explain"]["signals"]}
+    assert ranks["lexical"] is None and ranks["window"] is not None and len(window["source_message_ids"]) == 3
+    row = driver.find_elements(By.CSS_SELECTOR, "#hits > li")[place]
+    members = [tuple(m.find_element(By.CSS_SELECTOR, part).text for part in (".role", ".content"))
+               for m in row.find_elements(By.CSS_SELECTOR, ".member")]
+    expected = [CONVERSATION[int(m[1:]) - 1] for m in window["source_message_ids"]]
+    assert members == expected and {role for role, _ in members} == {"user", "assistant"}
+    said = row.find_element(By.CSS_SELECTOR, ".explain").text
+    assert "matched through its window" in said
+    assert not re.search(r"(not listed by|No part from)[^.\n]*\blexical\b", said), said
+    assert f"window of {len(expected)} messages" in row.find_element(By.CSS_SELECTOR, ":scope > .meta").text
+    answer = c.search(user, "Do you have dates yet?", explain=True).body["data"]  # control: a message hit
+    search_for(driver, "Do you have dates yet?", [hit["content"] for hit in answer])
+    assert answer[0]["view"] == "message" and answer[0]["content"] == CONVERSATION[1][1]
+    single = driver.find_element(By.CSS_SELECTOR, "#hits > li")
+    assert not single.find_elements(By.CSS_SELECTOR, ".member")
+    assert "assistant" in single.find_element(By.CSS_SELECTOR, ":scope > .meta").text.split(" · ")
+    assert "matched through its window" not in single.find_element(By.CSS_SELECTOR, ".explain").text
+
+
+def test_a_window_hit_shows_its_messages_with_their_roles(page, server):
+    open_user(page, "gina")
+    c = Client(server.port, api_key=KEY)
+    try:
+        check_window_hit(page, c, "gina")
+    finally:
+        c.close()
+
+
+# ---- switching users, narrow screens ----------------------------------------------------------
+
+
+def test_opening_another_user_clears_the_query_the_hits_and_the_status(page):
+    open_user(page, "alice")
+    search_for(page, "launch")
+    wait(page, lambda d: re.fullmatch(r"\d+ results?\.", status(d)), "the Search's status")
+    assert page.find_element(By.ID, "query").get_attribute("value") == "launch"
+    click_user(page, "bob")
+    assert page.find_element(By.ID, "query").get_attribute("value") == ""
+    assert status(page) == "" and not page.find_elements(By.CSS_SELECTOR, "#hits > li")
+    assert contents(page, "messages") == [BOB_SECRET] and "launch" not in page.page_source.lower()
+
+
+def test_on_a_narrow_screen_the_users_fold_away_once_a_user_is_open(page):
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                         {"width": 400, "height": 800, "deviceScaleFactor": 1, "mobile": True})
+    users_shown(page)
+    users = page.find_element(By.ID, "users")
+    assert users.is_displayed()
+    click_user(page, "alice")
+    assert not users.is_displayed()  # folded into its summary line
+    summary = page.find_element(By.CSS_SELECTOR, "#users-box > summary")
+    assert summary.is_displayed() and re.fullmatch(r"Listed: \d+ users", summary.text), summary.text
+    # The user's content starts within the first screen: the search field is reached without
+    # scrolling past the users (in document coordinates, whatever the page scrolled to).
+    bottom = page.execute_script("const r = document.getElementById('query').getBoundingClientRect();"
+                                 " return r.bottom + window.scrollY")
+    assert bottom <= 800, bottom
+    summary.send_keys(Keys.ENTER)  # the keyboard unfolds it again
+    wait(page, lambda d: d.find_element(By.ID, "users").is_displayed(), "the users shown again")
+    assert "bob" in listed_users(page)
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                         {"width": 1200, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    click_user(page, "bob")  # wide: the users stay beside the user
+    assert page.find_element(By.ID, "users").is_displayed()
+
+
+# ---- through the cluster router ---------------------------------------------------------------
+
+
+def haproxy_missing() -> str | None:
+    if shutil.which("haproxy") is None:
+        return "haproxy is not installed (Debian: apt-get install haproxy)"
+    try:
+        haproxy_version()
+    except ClusterError as exc:
+        return exc.message
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Two shards behind a real HAProxy (aml_retriever.cluster.control, as scripts/cluster.sh), with
+    the module's key: the router's port and the cluster's layout."""
+    missing = haproxy_missing()
+    if missing is not None:
+        pytest.skip(f"needs HAProxy 2.6 or later for the cluster router: {missing}")
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"api_key": KEY, "synchronous": "NORMAL", "checkpoint_interval": 0.2,
+                                    "socket_timeout": 5.0}))
+    layout = control.Layout(tmp_path / "cluster")
+    port = free_port()
+    control.start(layout, 2, port, "127.0.0.1", str(settings))
+    try:
+        yield port, layout
+    finally:
+        control.stop(layout)
+
+
+def propose(layout: control.Layout, user: str, texts_: list[str]) -> None:
+    """Statements an agent inferred for `user`, written into the store of the shard that holds it
+    (as an agent's memory would): the HTTP API cannot make them."""
+    shard = read_map(layout.router.map)[bucket_of(user)]
+    store = Store(layout.store(shard), "NORMAL")
+    try:
+        statements = Statements(MemoryService(store), user, "mcp")
+        for text in texts_:
+            statements.remember("talk", text, "fact", origin="agent")
+    finally:
+        store.close()
+
+
+def test_through_the_cluster_router_users_are_opened_by_id(page, cluster):
+    port, layout = cluster
+    c = Client(port, api_key=KEY)
+    try:
+        add_conversation(c, "hana", "h1")
+        assert c.add("ivan", "i1", ["Ivan's note."]).status == 200
+        assert c.request("GET", "/users?limit=20").status == 404  # the router refuses the listing
+        propose(layout, "hana", ["Hana's sister is called Ana.", "Hana flies on September 12."])
+        page.get(f"http://127.0.0.1:{port}/ui/")  # the page, served through the router
+        use_key(page, "not-the-key")  # the router answers /users without the key: a shard checks it
+        wait(page, lambda d: status(d) == "Wrong or missing key.", "the refusal")
+        shows_no_data(page)
+        use_key(page)
+        wait(page, lambda d: d.find_element(By.ID, "router-note").is_displayed(), "the router's note")
+        note = page.find_element(By.ID, "router-note").text
+        assert "cluster router" in note and "each shard lists only its own" in note and "id" in note
+        assert status(page) == "" and not page.find_element(By.ID, "users-box").is_displayed()
+        assert page.switch_to.active_element.get_attribute("id") == "open-id"
+        page.switch_to.active_element.send_keys("hana", Keys.ENTER)
+        user_opened(page, "hana")
+        assert texts(page, "#sessions li button") == ["talk"]
+        assert contents(page, "messages") == [content for _, content in reversed(CONVERSATION)]
+        assert contents(page, "proposed") == ["Hana's sister is called Ana.", "Hana flies on September 12."]
+        check_window_hit(page, c, "hana")  # Search, and each window message read by its id
+        forget_button(page, CONVERSATION[0][1]).click()
+        confirmation(page).accept()
+        wait(page, lambda d: CONVERSATION[0][1] not in contents(d, "messages"), "the message forgotten")
+        review_button(page, "Hana's sister", "Confirm").click()
+        wait(page, lambda d: contents(d, "proposed") == ["Hana flies on September 12."], "one confirmed")
+        review_button(page, "Hana flies", "Reject").click()
+        confirmation(page).accept()
+        wait(page, lambda d: not contents(d, "proposed"), "one rejected")
+        page.find_element(By.ID, "open-id").clear()
+        page.find_element(By.ID, "open-id").send_keys("hana", Keys.ENTER)  # reopened: the audit
+        user_opened(page, "hana")
+        actions = {part for line in texts(page, "#audit li") for part in line.split(" · ")}
+        assert {"add", "remember", "forget", "confirm", "reject"} <= actions
+        assert CONVERSATION[0][1] not in c.contents("hana", "planning a week in Lisbon")
+        page.find_element(By.ID, "delete-confirm").send_keys("hana", Keys.ENTER)
+        wait(page, lambda d: status(d) == "User hana deleted.", "the deletion")
+        assert page.find_element(By.ID, "router-note").is_displayed()  # back to opening by id
+        assert c.request("GET", "/users/hana/messages").body["messages"] == []
+        assert c.contents("ivan", "note") == ["Ivan's note."]  # another user untouched
+    finally:
+        c.close()

@@ -6,12 +6,18 @@ const API = new URL("../", location.href); // the server's root: the page lives 
 const PAGE = 20;
 const KEY_ITEM = "aml-inspector-key";
 const $ = (id) => document.getElementById(id);
+// Where the users and the open user share one column: the list folds away once a user is open.
+const NARROW = matchMedia("(max-width: 48rem)");
 
 let key = sessionStorage.getItem(KEY_ITEM) || "";
 let user = null; // the open user's id
 let session = null; // the session the messages are narrowed to, or null for every session
 let generation = 0; // bumped whenever what is shown changes owner: late answers are dropped
 const cursors = {};
+// The messages forgotten here, [user, id] as JSON → the count of forgets then: an answer asked for
+// before a message was forgotten (a list reloading meanwhile) must not show it again.
+const forgottenAt = new Map();
+let forgets = 0;
 
 class ApiError extends Error {
   constructor(status, message) {
@@ -61,6 +67,8 @@ function hideData() {
   user = session = null;
   for (const id of ["users", "hits", "sessions", "messages", "proposed", "audit"]) $(id).replaceChildren();
   $("user-id").textContent = "";
+  $("query").value = "";
+  $("open-id").value = "";
   $("user-panel").hidden = true;
   $("main").hidden = true;
 }
@@ -77,8 +85,27 @@ function fail(error) {
 // Runs an action; a failure is shown, never thrown at the page.
 const guard = (action) => (...args) => action(...args).catch(fail);
 
+// A line of small facts joined by " · ": each part a string, a node, or a list of them.
 function meta(...parts) {
-  return el("p", {className: "meta"}, parts.filter((part) => part !== undefined && part !== "").join(" · "));
+  const line = el("p", {className: "meta"});
+  parts.filter((part) => part !== undefined && part !== null && part !== "").forEach((part, index) => {
+    if (index) line.append(" · ");
+    line.append(...[].concat(part));
+  });
+  return line;
+}
+
+const pad = (number, width = 2) => String(number).padStart(width, "0");
+
+// A stored time (ISO 8601 UTC) as a compact local date and time that never wraps; the exact value
+// stays in its title and datetime attribute.
+function when(iso) {
+  if (!iso) return undefined;
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  const text = `${pad(date.getFullYear(), 4)}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+               `${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  return el("time", {className: "when", dateTime: iso, title: iso}, text);
 }
 
 function plural(count, word) {
@@ -105,6 +132,7 @@ const LISTS = {
 async function more(name, fresh = false) {
   const list = LISTS[name];
   const asked = generation;
+  const since = forgets;
   if (fresh) cursors[name] = null;
   const params = new URLSearchParams({limit: PAGE, ...(list.params ? list.params() : {})});
   if (cursors[name] != null) params.set("cursor", cursors[name]);
@@ -113,7 +141,8 @@ async function more(name, fresh = false) {
   const data = await call("GET", list.path() + "?" + params).finally(() => { button.disabled = false; });
   if (asked !== generation) return;
   if (fresh) $(name).replaceChildren();
-  $(name).append(...data[list.field].map(list.render));
+  const shown = (item) => !(forgottenAt.get(JSON.stringify([user, item.id])) > since);
+  $(name).append(...data[list.field].filter(shown).map(list.render));
   if (!$(name).children.length) $(name).append(el("li", {className: "empty"}, "None."));
   cursors[name] = data.next_cursor;
   button.hidden = data.next_cursor == null;
@@ -122,30 +151,50 @@ async function more(name, fresh = false) {
 function userItem(item) {
   const open = el("button", {type: "button", className: "link"}, item.user_id);
   open.addEventListener("click", guard(() => openUser(item.user_id)));
-  return el("li", {}, open, meta(plural(item.messages, "message"), plural(item.sessions, "session"),
-                                 item.last_activity && "last " + item.last_activity));
+  const row = el("li", {}, open, meta(plural(item.messages, "message"), plural(item.sessions, "session"),
+                                      item.last_activity && ["last ", when(item.last_activity)]));
+  row.dataset.user = item.user_id;
+  return row;
 }
 
 function sessionItem(item) {
   const open = el("button", {type: "button", className: "link"}, item.session_id);
   open.addEventListener("click", guard(() => showSession(item.session_id)));
-  return el("li", {}, open, meta(plural(item.messages, "message"), item.first_at, item.last_at));
+  const span = item.first_at === item.last_at ? when(item.first_at)
+    : [when(item.first_at), " – ", when(item.last_at)];
+  return el("li", {}, open, meta(plural(item.messages, "message"), span));
+}
+
+// Takes a message of `owner` off the lists: whichever row shows it now, as a list may have been drawn
+// afresh (a session chosen, the user reopened) since the row that was clicked.
+function unlist(owner, id, ...names) {
+  if (owner !== user) return; // another user is shown now, and ids are per user
+  for (const name of names) {
+    for (const row of [...$(name).children]) if (row.dataset.id === id) row.remove();
+  }
+}
+
+function noteForgotten(owner, id) {
+  forgottenAt.set(JSON.stringify([owner, id]), ++forgets);
+  unlist(owner, id, "messages", "proposed");
 }
 
 function messageFields(item) {
   const state = item.status && item.status !== "current" ? item.status : item.trust === "proposed" ? "proposed" : "";
   return [el("p", {className: "content"}, item.content),
-          meta(item.id, item.role, "session " + item.session_id, item.created_at, state)];
+          meta(item.id, item.role, "session " + item.session_id, when(item.created_at), state)];
 }
 
 function messageItem(item) {
   const forget = el("button", {type: "button"}, "Forget");
   forget.setAttribute("aria-label", "Forget message " + item.id);
   const row = el("li", {}, ...messageFields(item), forget);
+  row.dataset.id = item.id;
   forget.addEventListener("click", guard(async () => {
     if (!confirm(`Forget message ${item.id}? It is removed from the memory for good.`)) return;
+    const owner = user;
     await call("DELETE", userPath("/messages/" + segment(item.id)));
-    row.remove();
+    noteForgotten(owner, item.id);
     say(`Message ${item.id} forgotten.`);
   }));
   return row;
@@ -157,10 +206,13 @@ function proposedItem(item) {
   accept.setAttribute("aria-label", "Confirm statement " + item.id);
   reject.setAttribute("aria-label", "Reject statement " + item.id);
   const row = el("li", {}, ...messageFields(item), el("p", {className: "row"}, accept, reject));
+  row.dataset.id = item.id;
   const review = (verb, done) => guard(async () => {
     if (verb === "reject" && !confirm(`Reject statement ${item.id}? It is forgotten.`)) return;
+    const owner = user;
     await call("POST", userPath("/messages/" + segment(item.id) + "/" + verb), {});
-    row.remove();
+    if (verb === "reject") noteForgotten(owner, item.id); // a rejected statement is forgotten
+    else unlist(owner, item.id, "proposed");
     say(`Statement ${item.id} ${done}.`);
   });
   accept.addEventListener("click", review("confirm", "confirmed"));
@@ -169,7 +221,7 @@ function proposedItem(item) {
 }
 
 function auditItem(event) {
-  return el("li", {}, meta("#" + event.seq, event.at, event.action, "by " + event.actor,
+  return el("li", {}, meta("#" + event.seq, when(event.at), event.action, "by " + event.actor,
                            event.message_ids?.length ? "messages " + event.message_ids.join(", ") : undefined,
                            event.request_id && "request " + event.request_id,
                            event.content_hash && "hash " + event.content_hash));
@@ -185,21 +237,68 @@ function signalRow(signal) {
             el("span", {className: "why"}, `rank ${signal.rank} · weight ${signal.weight} · ${share}% of the score`));
 }
 
-function explanation(explain) {
+// `lexical` ranks single messages and `window` windows of consecutive messages, scored from the
+// lexical matches of the messages they hold: a window missing from the lexical list (or a message
+// from the window list) is not a result without matching words, and is not said to be.
+function explanation(hit) {
+  const explain = hit.explain;
   if (!explain) return meta("no explanation returned");
+  const ranked = (name) => (explain.signals.find((signal) => signal.signal === name)?.rank ?? null) !== null;
+  const lexical = ranked("lexical");
+  const windowed = ranked("window"); // a window cut to one message keeps its window's ranks
+  const otherKind = (name) => (name === "lexical" && windowed && !lexical) || (name === "window" && lexical && !windowed);
   const listed = explain.signals.filter((signal) => signal.rank !== null);
-  const unlisted = explain.signals.filter((signal) => signal.rank === null).map((signal) => signal.signal);
-  return el("div", {className: "explain"},
-            el("p", {className: "meta"}, "Why it ranked here:"),
-            el("ul", {className: "signals"}, ...listed.map(signalRow)),
-            unlisted.length ? meta("not listed by " + unlisted.join(", ")) : "");
+  const unlisted = explain.signals.filter((signal) => signal.rank === null && !otherKind(signal.signal))
+    .map((signal) => signal.signal);
+  const notes = [];
+  if (windowed && !lexical) {
+    notes.push(meta("Its words were matched through its window: the window list scores a window by the " +
+                    "lexical matches of the messages it holds (the lexical list ranks single messages only)."));
+  }
+  const shaped = [lexical && "lexical", windowed && "window"].filter(Boolean);
+  if (hit.evidence_flags?.includes("segment") && shaped.length) {
+    notes.push(meta(`Its conversation segment matches the query too, which lifted it in the ${shaped.join(" and ")} list.`));
+  }
+  if (unlisted.length) notes.push(meta(`No part from ${unlisted.join(", ")} (their lists do not hold it).`));
+  return el("div", {className: "explain"}, el("p", {className: "meta"}, "Why it ranked here:"),
+            el("ul", {className: "signals"}, ...listed.map(signalRow)), ...notes);
 }
 
-function hitItem(hit, index) {
-  return el("li", {}, el("p", {className: "content"}, hit.content),
-            meta(`#${index + 1}`, hit.id, "score " + hit.score.toFixed(4), "session " + hit.session_id,
-                 hit.created_at, hit.view),
-            explanation(hit.explain));
+// A window's messages, each with its role; `members` is null when they could not be read (a
+// server without provenance), a member null when it is no longer stored.
+function windowMembers(hit, members) {
+  return el("ol", {className: "members"}, ...hit.source_message_ids.map((id, index) => {
+    const member = members[index];
+    if (!member) return el("li", {className: "member gone"}, el("span", {className: "role"}, id),
+                           el("p", {className: "meta"}, `message ${id} is no longer stored`));
+    const row = el("li", {className: "member"}, el("span", {className: "role"}, member.role),
+                   el("p", {className: "content"}, member.content));
+    row.dataset.id = id;
+    return row;
+  }));
+}
+
+function hitItem(hit, index, members) {
+  const isWindow = members != null;
+  const body = isWindow ? windowMembers(hit, members) : el("p", {className: "content"}, hit.content);
+  const kind = isWindow ? `window of ${hit.source_message_ids.length} messages` : hit.role;
+  const row = el("li", {}, body,
+                 meta(`#${index + 1}`, hit.id, "score " + hit.score.toFixed(4), kind, "session " + hit.session_id,
+                      when(hit.created_at)),
+                 explanation(hit));
+  row.dataset.view = isWindow ? "window" : "message";
+  return row;
+}
+
+// Each message of a window hit, read by its id (a per-user route, so the router serves it too): the
+// hit's own role names only the distinct roles. A message forgotten since is null.
+async function membersOf(hit) {
+  if (hit.view !== "window" || !hit.source_message_ids?.length) return null;
+  return Promise.all(hit.source_message_ids.map((id) =>
+    call("GET", userPath("/messages/" + segment(id))).catch((error) => {
+      if (error.status === 404) return null;
+      throw error;
+    })));
 }
 
 async function search(event) {
@@ -207,12 +306,55 @@ async function search(event) {
   const asked = generation;
   const data = await call("POST", "search", {user_id: user, query: $("query").value, top_k: 10, explain: true});
   if (asked !== generation) return;
-  $("hits").replaceChildren(...data.data.map(hitItem));
+  const members = await Promise.all(data.data.map(membersOf));
+  if (asked !== generation) return;
+  $("hits").replaceChildren(...data.data.map((hit, index) => hitItem(hit, index, members[index])));
   if (!data.data.length) $("hits").append(el("li", {className: "empty"}, "No match."));
   say(`${plural(data.data.length, "result")}.`);
 }
 
 // ---- actions -------------------------------------------------------------------------------
+
+// Shows the listed users matching the id typed (any part of it, any case) and says how many.
+function filterUsers() {
+  const typed = $("open-id").value.toLowerCase();
+  const rows = [...$("users").children].filter((row) => row.dataset.user !== undefined);
+  let matching = 0;
+  for (const row of rows) {
+    row.hidden = !row.dataset.user.toLowerCase().includes(typed);
+    if (!row.hidden) matching += 1;
+  }
+  const more = !$("more-users").hidden;
+  $("users-count").textContent = (typed ? `${matching} of ` : "") + plural(rows.length, "user") +
+    (more ? ", more on the server" : "");
+  $("users-filtered").hidden = !typed;
+  $("users-filtered").textContent = !typed ? ""
+    : (matching ? "" : "No user listed matches. ") +
+      (more ? "Only the users listed are filtered: More users lists the next ones. " : "") +
+      "Open user opens exactly the id typed.";
+}
+
+// The first page of users; a cluster router answers 404 here, as each shard lists only its own.
+async function listUsers() {
+  $("router-note").hidden = true;
+  $("open-hint").hidden = false;
+  $("users-box").hidden = false;
+  $("users-box").open = true;
+  try {
+    await more("users", true);
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    // The router answers this itself, without the key: check the key with a shard, asking for a
+    // user no server accepts (an id of a space: 400 with the right key, 401 with a wrong one).
+    await call("GET", "users/%20/audit?limit=1").catch((refused) => {
+      if (refused.status === 401) throw refused;
+    });
+    $("users-box").hidden = true;
+    $("open-hint").hidden = true; // nothing listed to filter
+    $("router-note").hidden = false;
+  }
+  filterUsers();
+}
 
 async function start(event) {
   event?.preventDefault();
@@ -220,9 +362,10 @@ async function start(event) {
   sessionStorage.setItem(KEY_ITEM, key);
   hideData();
   say("Loading users…");
-  await more("users", true);
+  await listUsers();
   $("main").hidden = false;
   say("");
+  if (!$("router-note").hidden) $("open-id").focus();
 }
 
 function clearKey() {
@@ -233,19 +376,34 @@ function clearKey() {
   say("Key cleared.");
 }
 
+const shows = (name) => [...$(name).children].some((row) => !row.classList.contains("empty"));
+
 async function openUser(id) {
   generation += 1;
+  const asked = generation;
   user = id;
   session = null;
   for (const name of ["hits", "sessions", "messages", "proposed", "audit"]) $(name).replaceChildren();
   $("user-id").textContent = id;
+  $("query").value = "";
+  say("");
   $("messages-scope").textContent = "";
   $("all-sessions").hidden = true;
   $("delete-confirm").value = "";
   $("delete-user").disabled = true;
   $("user-panel").hidden = false;
+  if (NARROW.matches) $("users-box").open = false; // the user, not every user above it
   await Promise.all(["sessions", "messages", "proposed", "audit"].map((name) => more(name, true)));
+  if (asked !== generation) return;
+  if (!["sessions", "messages", "proposed", "audit"].some(shows)) {
+    say(`Nothing is stored for user ${id}: ids are exact (case, spaces and punctuation count).`);
+  }
   $("user-title").focus();
+}
+
+function openTyped(event) {
+  event.preventDefault();
+  return openUser($("open-id").value);
 }
 
 async function showSession(id) {
@@ -261,7 +419,7 @@ async function deleteUser(event) {
   const gone = user;
   await call("DELETE", userPath(""));
   hideData();
-  await more("users", true);
+  await listUsers();
   $("main").hidden = false;
   say(`User ${gone} deleted.`);
 }
@@ -270,11 +428,16 @@ $("key").value = key;
 $("key-form").addEventListener("submit", guard(start));
 $("clear-key").addEventListener("click", clearKey);
 $("search-form").addEventListener("submit", guard(search));
+$("open-form").addEventListener("submit", guard(openTyped));
+$("open-id").addEventListener("input", filterUsers);
 $("delete-form").addEventListener("submit", guard(deleteUser));
 $("delete-confirm").addEventListener("input", () => {
   $("delete-user").disabled = $("delete-confirm").value !== user;
 });
 $("all-sessions").addEventListener("click", guard(() => showSession(null)));
-for (const name of Object.keys(LISTS)) $("more-" + name).addEventListener("click", guard(() => more(name)));
+for (const name of Object.keys(LISTS)) {
+  const after = name === "users" ? filterUsers : () => {}; // the filter typed applies to the next page too
+  $("more-" + name).addEventListener("click", guard(() => more(name).then(after)));
+}
 $("user-title").tabIndex = -1;
 if (key) guard(start)();
