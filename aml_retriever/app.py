@@ -51,7 +51,8 @@ class App:
         self.store.hold_shared()
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
-                                     config.default_max_words or None)
+                                     config.default_max_words or None,
+                                     config.answer_window_tokens)
         self.metrics = Metrics(process)
         self.metrics.store = StoreScan(self.service.stats)
         self.store.on_checkpoint = self.metrics.checkpointed
@@ -82,8 +83,12 @@ class App:
         self._serving = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                          name="aml-acceptor", daemon=True)
         self._serving.start()
-        log.info("serving on %s (store %s)", self.url, self.config.db_path)
+        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
         return self
+
+    def _window_note(self) -> str:
+        tokens = self.config.answer_window_tokens
+        return f"; answer window {tokens} tokens" if tokens else ""
 
     def run_forever(self) -> None:
         """Serve in this thread until SIGTERM, SIGINT or SIGHUP, then stop gracefully (a hang-up
@@ -96,7 +101,7 @@ class App:
         # removes the files of users moved to another shard (mover.py).
         signal.signal(signal.SIGUSR1, lambda *_: self.checkpointer.release.set())
         self._start_helpers()
-        log.info("serving on %s (store %s)", self.url, self.config.db_path)
+        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
         self.server.serve_forever(poll_interval=0.2)
         self.stop()
 

@@ -75,6 +75,10 @@ SETTINGS: tuple[Setting, ...] = (
             f"others keep their defaults; signals: {', '.join(SIGNAL_NAMES)})"),
     Setting("default_max_words", 0, int, "word budget of a Search that sends no max_words "
             "(0 = none: top_k results)", minimum=0),
+    Setting("answer_window_tokens", 0, int, "fill a reader's window of this many tokens: a "
+            "Search answers its ranked evidence first, then the rest of the memory most likely to "
+            "hold what the ranking missed, up to top_k items (0 = off: ranked evidence only; the "
+            "leaderboard's reader: 117760)", minimum=0),
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
     Setting("window_sizes", ",".join(map(str, _RETRIEVAL.window_sizes)), str,

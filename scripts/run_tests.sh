@@ -42,6 +42,14 @@ if ! "$PYTHON" -c 'import prometheus_client.parser' 2>/dev/null; then
   pip_install prometheus_client 2>/dev/null || echo "could not install prometheus_client: its parser comparison will be skipped" >&2
 fi
 
+# The answer window's token estimate is checked against gpt-4o's own BPE (tests/test_tokens.py):
+# tiktoken, with the o200k_base vocabulary that bpe-openai ships (nothing is downloaded at test
+# time). Optional too: without them those tests skip and say why.
+if ! "$PYTHON" -c 'import tiktoken, bpe_openai' 2>/dev/null; then
+  echo "installing the test-only tokenizer: tiktoken bpe-openai" >&2
+  pip_install tiktoken bpe-openai 2>/dev/null || echo "could not install tiktoken: the token estimate's oracle tests will be skipped" >&2
+fi
+
 # The inspector page is tested in a real headless browser (tests/test_inspector_browser.py): Debian's chromium
 # and chromium-driver, driven through selenium. Optional too: without them those tests skip and say why.
 if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -66,5 +74,23 @@ if ! command -v haproxy >/dev/null 2>&1; then
     echo "haproxy is not installed (and this is not root with apt-get): the cluster tests will be skipped" >&2
   fi
 fi
+
+# ---- container runtime (tests/test_docker.py, scripts/check_docker.sh) ----------------------------
+# The image is built and run for real with podman and runc, on a Debian base that mmdebstrap builds
+# once into podman's store. Installed with apt-get when missing and this runs as root (--no-remove:
+# never at the cost of another package, e.g. Docker's containerd.io, which ships its own runc);
+# otherwise that test skips and says why.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  runtime=()
+  for tool in podman runc mmdebstrap; do command -v "$tool" >/dev/null 2>&1 || runtime+=("$tool"); done
+  if [ ${#runtime[@]} -gt 0 ]; then
+    echo "installing the test-only container runtime: ${runtime[*]}" >&2
+    install_runtime() {
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-remove "${runtime[@]}" >/dev/null 2>&1; }
+    install_runtime || { apt-get update -q >/dev/null 2>&1 && install_runtime; } \
+      || echo "could not install ${runtime[*]}: the image test will be skipped" >&2
+  fi
+fi
+# ---- end of the container runtime block ------------------------------------------------------------
 
 exec "$PYTHON" -m pytest "$@"

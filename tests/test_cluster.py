@@ -6,7 +6,9 @@ the others are served; the router refuses request targets that are not one-slash
 would reach another shard) and reads a body's user id in a few ms of CPU whatever the body,
 refusing one it cannot decide rather than guessing; growing to four shards moves about a quarter
 of the users with nothing lost, duplicated or changed, and a move stopped anywhere is finished by
-running it again.
+running it again. The command line takes relative paths from the caller's directory, the README's
+commands work as pasted from a fresh clone (their cluster directory ignored by git), and `move`
+prints a summary (every bucket with --verbose, nothing but errors with --quiet).
 
 One cluster serves the whole module (the tests run in order: the kill and the growth come
 last). Skipped, saying why, where HAProxy 2.6 or later cannot be had (scripts/run_tests.sh
@@ -18,6 +20,8 @@ import json
 import multiprocessing
 import os
 import random
+import shlex
+import shutil
 import signal
 import socket
 import sqlite3
@@ -83,6 +87,11 @@ def cluster_sh(*args: str) -> dict[str, Any]:
     done = subprocess.run([str(CLUSTER_SH), *args], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def run_cluster_sh(*args: str, cwd: Path | None = None,
+                   script: str = str(CLUSTER_SH)) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([script, *args], capture_output=True, text=True, timeout=180, cwd=cwd)
 
 
 def free_port() -> int:
@@ -1078,8 +1087,159 @@ def test_cluster_commands_refuse_what_they_cannot_do_in_one_line(tmp_path):
     for args, reason in ((["stats", "--dir", str(tmp_path)], "no cluster"),
                          (["start", "--dir", str(tmp_path / "new"), "--shards", "2"],
                           "needs --shards and --port"),
-                         (["move", "--dir", str(tmp_path), "--shards", "2"], "no cluster")):
+                         (["move", "--dir", str(tmp_path), "--shards", "2"], "no cluster"),
+                         (["start", "--dir", str(tmp_path / ("d" * 100)), "--shards", "1",
+                           "--port", str(free_port())], "path is too long")):
         done = subprocess.run([str(CLUSTER_SH), *args], capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 1 and reason in done.stderr, args
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+
+
+# ---- the command line: paths, the README's commands, move's output ---------------------------
+
+
+def stop_quietly(root: Path) -> None:
+    if (root / "cluster.json").exists():
+        run_cluster_sh("stop", "--dir", str(root))
+
+
+def test_relative_paths_are_the_callers_from_any_directory(tmp_path):
+    caller = tmp_path / "a" / "w"  # short: HAProxy's socket path is at most 97 bytes
+    caller.mkdir(parents=True)
+    settings = tmp_path / "a" / "settings.json"
+    settings.write_text(json.dumps(SETTINGS))
+    script = os.path.relpath(CLUSTER_SH, caller)  # the script named relatively, too
+    name = "rel-cluster"
+    assert not (ROOT / name).exists()
+    try:
+        started = run_cluster_sh("start", "--shards", "1", "--port", str(free_port()), "--dir",
+                                 name, "--config", "../settings.json", cwd=caller, script=script)
+        assert started.returncode == 0, started.stderr
+        root = caller / name
+        spec = json.loads((root / "cluster.json").read_text())
+        assert spec["config_file"] == str(settings.resolve())
+        assert (root / "shard-0" / "aml.db").exists() and (root / "haproxy.cfg").exists()
+        assert not (ROOT / name).exists()
+        # stats by a relative path from the cluster's parent, and by ./ from inside it
+        stats = run_cluster_sh("stats", "--dir", f"./{name}", cwd=caller, script=script)
+        assert stats.returncode == 0 and json.loads(stats.stdout)["total"]["users"] == 0
+        inside = run_cluster_sh("stats", "--dir", ".", cwd=root)
+        assert inside.returncode == 0, inside.stderr
+        stopped = run_cluster_sh("stop", "--dir", f"w/{name}", cwd=caller.parent)
+        assert stopped.returncode == 0, stopped.stderr
+        assert set(json.loads(stopped.stdout)["stopped"].values()) == {"stopped"}
+    finally:
+        stop_quietly(caller / name)
+        stop_quietly(ROOT / name)
+
+
+def readme_cluster_commands(readme: str, heading: str) -> list[list[str]]:
+    """The cluster.sh commands of a README's section on several machines, as argv lists."""
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [argv for line in block.splitlines()
+            if (argv := shlex.split(line, comments=True)) and argv[0].endswith("cluster.sh")]
+
+
+def fresh_clone(into: Path) -> None:
+    """What a clone of this repository holds at its top, linked (git's files when it can tell)."""
+    names = {path.name for path in ROOT.iterdir()}
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True,
+                                text=True, check=True).stdout.splitlines()
+        names = {line.split("/", 1)[0] for line in listed} & names
+    for name in names:
+        (into / name).symlink_to(ROOT / name)
+
+
+def test_the_readmes_cluster_commands_work_as_pasted_from_a_fresh_clone(tmp_path):
+    commands = readme_cluster_commands("README.md", "Running on several machines")
+    assert commands == readme_cluster_commands("README.zh.md", "在多台机器上运行")
+    assert [argv[1] for argv in commands] == ["start", "stats", "start", "move", "stop"]
+    clone = tmp_path / "r"
+    clone.mkdir()
+    fresh_clone(clone)
+    port = str(free_port())  # the README's 8080 may be taken here
+    try:
+        for argv in commands:
+            argv = [port if arg == "8080" else arg for arg in argv]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=clone)
+            assert done.returncode == 0, (argv, done.stderr)
+            json.loads(done.stdout)
+        assert (clone / "cluster" / "cluster.json").exists()
+    finally:
+        stop_quietly(clone / "cluster")
+
+
+def test_the_readmes_cluster_directory_is_ignored_by_git():
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+
+    def ignored(path: str) -> bool:
+        done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", path])
+        assert done.returncode in (0, 1)
+        return done.returncode == 0
+
+    assert ignored("cluster/cluster.json") and ignored("cluster/shard-0/aml.db")
+    assert not ignored("aml_retriever/cluster/control.py")  # the package is not the cluster
+
+
+def test_move_prints_a_summary_every_bucket_with_verbose_and_only_errors_with_quiet(tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(SETTINGS))
+    root = tmp_path / "c"
+    port = free_port()
+    two = placement(["shard-0", "shard-1"])
+    user = next(u for u in (f"mover-{i}" for i in range(10_000))
+                if two[bucket_of(u)] == "shard-1")
+    try:
+        cluster_sh("start", "--shards", "1", "--port", str(port), "--dir", str(root),
+                   "--config", str(settings))
+        client = Client(port)
+        try:
+            assert client.post("/add", {"request_id": "r1", "user_id": user, "session_id": "s",
+                                        "messages": [{"role": "user", "content": "a kite"}]}
+                               ).status == 200
+        finally:
+            client.close()
+        cluster_sh("start", "--shards", "2", "--dir", str(root))
+
+        # By default: a few lines saying what went where, and the report as JSON.
+        done = run_cluster_sh("move", "--shards", "2", "--dir", str(root))
+        assert done.returncode == 0, done.stderr
+        assert len(done.stderr.splitlines()) == 3, done.stderr
+        report = json.loads(done.stdout)
+        assert report["users_moved"] == 1 and report["files_removed"] == 1
+        assert report["moves"] == [{"from": "shard-0", "to": "shard-1",
+                                    "buckets": report["buckets_moved"], "users": 1}]
+        lines = done.stderr.splitlines()
+        assert lines == [f"moved {report['buckets_moved']} buckets (1 user):",
+                         f"  shard-0 -> shard-1: {report['buckets_moved']} buckets, 1 user",
+                         "removed 1 emptied user file"]
+        assert report["buckets_moved"] > 100  # what --verbose would have listed
+
+        # --verbose: a line for every bucket switched (empty ones too), then the summary.
+        done = run_cluster_sh("move", "--shards", "1", "--dir", str(root), "--verbose")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        lines = done.stderr.splitlines()
+        switched = [line for line in lines if line.startswith("switched: ")]
+        assert len(switched) == report["buckets_moved"] > 100
+        assert {json.loads(line.split(": ", 1)[1])["shard"] for line in switched} == {"shard-0"}
+        assert f"  shard-1 -> shard-0: {report['buckets_moved']} buckets, 1 user" in lines
+
+        # --quiet: nothing at all when it works, the one line of an error when it does not.
+        done = run_cluster_sh("move", "--shards", "2", "--dir", str(root), "--quiet")
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        assert read_map(Layout(root).router.map) == two
+        done = run_cluster_sh("move", "--shards", "3", "--dir", str(root), "--quiet")
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith("error: --shards must be from 1 to") and \
+            done.stderr.count("\n") == 1
+        done = run_cluster_sh("move", "--shards", "2", "--dir", str(root))
+        assert done.returncode == 0 and json.loads(done.stdout)["buckets_moved"] == 0
+        assert done.stderr == "nothing to move: every bucket is already on its shard\n"
+    finally:
+        stop_quietly(root)

@@ -1,12 +1,16 @@
 """The two memories behind the MCP tools, in process: remembering is idempotent, recall and recent
-rank both memories together and name each statement's scope, forget removes exactly one
-statement (every derived row with it, leaving the index as a rebuild would) and records the
-removal, and a store written before the removal record upgrades on open."""
+rank both memories together and name each statement's scope, a word budget bounds what recall,
+recent and history answer (whole statements only, what it left out counted, pages that lose
+nothing), forget removes exactly one statement (every derived row with it, leaving the index as a
+rebuild would) and records the removal, and a store written before the removal record upgrades
+on open."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ids
@@ -14,12 +18,16 @@ from old_schema import write_old_user
 from reliability_support import open_user, store_bytes
 
 from aml_retriever.agents.scopes import (
+    DEFAULT_MAX_WORDS,
+    MAX_WORDS,
     MEMORY_USER,
     AmbiguousText,
     ScopedMemory,
     default_global_root,
     parse_statement_id,
+    statement_words,
 )
+from aml_retriever.analysis.tokenizer import reading_words
 from aml_retriever.common.errors import InvalidField, NotFound
 from aml_retriever.common.signals import SIGNAL_NAMES
 from aml_retriever.memory.lifecycle import Tombstoned, fingerprint
@@ -164,6 +172,152 @@ def test_recent_lists_the_newest_statements_of_both_memories_first(memory):
     assert ids(memory.recent()["results"]) == ["local:2", "global:1", "local:1"]
     assert ids(memory.recent(limit=2)["results"]) == ["local:2", "global:1"]
     assert ids(memory.recent(scope="global")["results"]) == ["global:1"]
+
+
+# ---- the word budget (max_words) -------------------------------------------------------------
+
+PROSE = ("release", "budget", "cache", "server", "schema", "deploy", "window", "queue", "worker",
+         "answer", "token", "limit", "page", "store", "index", "agent", "memory", "note")
+
+
+def long_statement(i: int, words: int) -> str:
+    """A statement of about `words` words of prose (at most 10,000 characters), distinct per i."""
+    rng = random.Random(i)
+    text = f"Statement {i} of the release budget: " + " ".join(
+        rng.choice(PROSE) for _ in range(words))
+    return text[:10_000].rstrip()
+
+
+REMEMBERED: dict[str, str] = {}  # id -> the text remembered, of the memory long_memory made last
+
+
+@pytest.fixture
+def long_memory(memory):
+    """100 statements of 40 to 1,500 words (up to 10,000 characters), a third of them global, and
+    a handoff of 300 words; REMEMBERED holds what was remembered."""
+    REMEMBERED.clear()
+    for i in range(100):
+        text = long_statement(i, 40 + (i * 373) % 1500)
+        stored = memory.remember(text, scope="global" if i % 3 == 0 else "local")["statement"]
+        REMEMBERED[stored["id"]] = text
+    handoff = long_statement(1000, 300)
+    REMEMBERED[memory.handoff(handoff)["handoff"]["id"]] = handoff
+    return memory
+
+
+def words_of(results: list[dict[str, Any]]) -> int:
+    return sum(statement_words(r["content"]) for r in results)
+
+
+def test_the_budget_counts_a_readers_words_and_text_without_spaces_by_its_length():
+    prose = "The user deploys on Fridays, after the review."
+    assert statement_words(prose) == reading_words(prose) == 8  # as the HTTP max_words counts
+    assert statement_words("北京很好") == reading_words("北京很好") == 4
+    assert statement_words("x" * 10_000) == 1250 and reading_words("x" * 10_000) == 1
+
+
+def test_recall_of_100_long_statements_answers_whole_statements_within_the_budget(long_memory):
+    unbounded = long_memory.recall("release budget", limit=100)
+    assert len(unbounded["results"]) == 100 and "omitted" not in unbounded
+    answer = long_memory.recall("release budget", limit=100, max_words=DEFAULT_MAX_WORDS)
+    results = answer["results"]
+    assert 1 < len(results) < 100
+    assert answer["words"] == words_of(results) <= DEFAULT_MAX_WORDS
+    assert answer["omitted"] == 100 - len(results)
+    assert "max_words 2000" in answer["note"] and "narrower query" in answer["note"]
+    assert all(r["content"] == REMEMBERED[r["id"]] for r in results)  # never cut
+    # Packed best first, as the HTTP Search packs: each statement left out did not fit after the
+    # better ones kept before it; those kept keep their order.
+    kept = ids(results)
+    assert kept == [i for i in ids(unbounded["results"]) if i in kept]
+    used = 0
+    for result in unbounded["results"]:
+        cost = statement_words(result["content"])
+        if result["id"] in kept:
+            used += cost
+        else:
+            assert used + cost > DEFAULT_MAX_WORDS
+    # The budget is the agent's to choose: a larger one answers more.
+    more = long_memory.recall("release budget", limit=100, max_words=MAX_WORDS)
+    assert len(more["results"]) > len(results) and more["words"] <= MAX_WORDS
+
+
+def test_the_first_statement_alone_over_the_budget_is_answered_whole_and_said_to_be(long_memory):
+    best = long_memory.recall("release budget", limit=100)["results"][0]
+    answer = long_memory.recall("release budget", limit=100, max_words=5)
+    assert [r["content"] for r in answer["results"]] == [REMEMBERED[best["id"]]]
+    assert answer["words"] == statement_words(best["content"]) > 5
+    assert answer["omitted"] == 99 and "alone has" in answer["note"]
+    alone = long_memory.recall("release budget", limit=1, max_words=5)
+    assert alone["omitted"] == 0 and "alone has" in alone["note"] and len(alone["results"]) == 1
+
+
+def every_page(memory: ScopedMemory, **arguments: Any) -> list[dict[str, Any]]:
+    pages, cursor = [], None
+    while True:
+        page = memory.recent(cursor=cursor, **arguments)
+        pages.append(page)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return pages
+
+
+@pytest.mark.parametrize("limit, max_words", [(100, DEFAULT_MAX_WORDS), (7, 3000), (100, 1)])
+def test_recent_pages_through_every_statement_within_the_budget_losing_none(long_memory, limit,
+                                                                            max_words):
+    everything = [r for page in every_page(long_memory, limit=100) for r in page["results"]]
+    assert len(everything) == 101 and everything[0]["kind"] == "handoff"  # control: unbounded
+    pages = every_page(long_memory, limit=limit, max_words=max_words)
+    listed = [r for page in pages for r in page["results"]]
+    assert ids(listed) == ids(everything)  # none lost, none repeated, the same order
+    assert [r["content"] for r in listed] == [REMEMBERED[r["id"]] for r in everything]
+    assert len(pages) > (101 + limit - 1) // limit  # the budget made the pages shorter
+    for page in pages:
+        assert 1 <= len(page["results"]) <= limit
+        if len(page["results"]) > 1:
+            assert words_of(page["results"]) <= max_words
+        if "omitted" in page:  # something left out, or the first alone over the budget
+            assert page["words"] == words_of(page["results"])
+        if page.get("omitted"):
+            assert page["next_cursor"] is not None and "next_cursor" in page["note"]
+    assert any(page.get("omitted") for page in pages)
+
+
+def test_history_keeps_the_version_asked_for_and_the_newest_within_limit_and_budget(memory):
+    current = memory.remember(long_statement(0, 600))["statement"]["id"]
+    first = current
+    for version in range(1, 15):
+        current = memory.update(current, long_statement(version, 600))["statement"]["id"]
+    whole = memory.history(current)
+    assert len(whole["versions"]) == 15 and "omitted" not in whole  # control: unbounded
+    assert [e["action"] for e in whole["events"]] == ["remember"] + ["update"] * 14
+    answer = memory.history(current, limit=10, max_words=DEFAULT_MAX_WORDS)
+    kept = ids(answer["versions"])
+    assert kept == ids(whole["versions"])[-len(kept):] and 1 < len(kept) < 10  # newest, in order
+    assert words_of(answer["versions"]) == answer["words"] <= DEFAULT_MAX_WORDS
+    assert answer["omitted"] == 15 - len(kept)
+    assert all(set(kept) & set(e["message_ids"]) for e in answer["events"])
+    assert answer["omitted_events"] == 15 - len(answer["events"]) > 0
+    by_count = memory.history(current, limit=3, max_words=MAX_WORDS)
+    assert ids(by_count["versions"]) == ids(whole["versions"])[-3:] and by_count["omitted"] == 12
+    oldest = memory.history(first, limit=2, max_words=MAX_WORDS)  # the version asked for, always
+    assert ids(oldest["versions"]) == [first, current]
+
+
+def test_a_small_memory_answers_exactly_as_without_a_budget(memory):
+    memory.remember("The CI pipeline runs on GitHub Actions.")
+    memory.remember("The user likes concise answers.", scope="global")
+    memory.update("local:1", "The CI pipeline runs on Buildkite.")
+    memory.handoff("Next: move the deploy job to Buildkite.")
+    bounded = {"max_words": DEFAULT_MAX_WORDS}
+    assert (memory.recall("pipeline answers", limit=100, **bounded)
+            == memory.recall("pipeline answers", limit=100))
+    assert memory.recent(limit=100, **bounded) == memory.recent(limit=100)
+    assert memory.history("local:2", limit=10, **bounded) == memory.history("local:2")
+    page = memory.recent(limit=2, **bounded)
+    assert set(page) == {"results", "next_cursor"}  # no omitted, no note
+    assert ids(memory.recent(limit=2, cursor=page["next_cursor"], **bounded)["results"]) == [
+        "global:1"]
 
 
 # ---- forget ----------------------------------------------------------------------------------

@@ -110,6 +110,36 @@ def test_the_sdk_client_keeps_a_changing_fact_current_and_reads_its_history(tmp_
     run(scenario)
 
 
+def test_the_sdk_client_accepts_answers_a_word_budget_cut_short_and_pages_on(tmp_path):
+    words = ("release", "budget", "window", "schema", "answer", "worker")
+    statements = [f"Statement {i}: " + " ".join(words[(i + j) % 6] for j in range(1350))
+                  for i in range(4)]  # ~1,350 words each: only one fits the default budget
+
+    async def scenario() -> None:
+        async with stdio_client(server_parameters(tmp_path)) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            for content in statements:
+                assert not (await session.call_tool("remember", {"content": content})).is_error
+            # call_tool validates each structured result against the tool's output schema.
+            found = await session.call_tool("recall", {"query": "release budget", "limit": 4})
+            assert len(found.structured_content["results"]) == 1
+            assert found.structured_content["omitted"] == 3
+            listed, cursor = [], None
+            while True:
+                page = await session.call_tool("recent", {"limit": 4, **(
+                    {"cursor": cursor} if cursor else {})})
+                listed += [r["content"] for r in page.structured_content["results"]]
+                cursor = page.structured_content["next_cursor"]
+                if cursor is None:
+                    break
+            assert listed == statements[::-1]
+            history = await session.call_tool("history", {"id": "local:1", "max_words": 1})
+            assert history.structured_content["words"] > 1
+
+    run(scenario)
+
+
 def test_an_oversized_call_is_answered_so_the_sdk_client_does_not_wait(tmp_path):
     async def scenario() -> None:
         async with stdio_client(server_parameters(tmp_path)) as (read, write), \

@@ -1,6 +1,7 @@
 """The MCP tools in process: their schemas are valid JSON Schema that any client accepts, every
 argument is checked by name (the checker agrees with a JSON Schema validator), every refusal is a
-tool error telling the agent what to do, and results match their output schemas."""
+tool error telling the agent what to do, results match their output schemas, and recall, recent
+and history answer within a word budget by default."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from aml_retriever.agents.mcp_server import (
     McpServer,
     _conforms,
 )
-from aml_retriever.agents.scopes import ScopedMemory
+from aml_retriever.agents.scopes import DEFAULT_MAX_WORDS, MAX_WORDS, ScopedMemory, statement_words
 
 
 @pytest.fixture
@@ -59,6 +60,11 @@ def test_tool_names_and_schemas_are_valid_and_narrow(server):
         assert not {"oneOf", "anyOf", "allOf"} & set(inputs)
         assert all(p.get("description") for p in inputs["properties"].values())
         assert len(tool["description"]) > 80 and tool["title"] == tool["annotations"]["title"]
+        if tool["name"] in ("recall", "recent", "history"):  # bounded, and saying so
+            assert inputs["properties"]["max_words"]["maximum"] == MAX_WORDS
+            assert "max_words" in tool["description"] and "never cut" in tool["description"]
+            assert {"omitted", "words", "note"} <= set(tool["outputSchema"]["properties"])
+            assert "omitted" not in tool["outputSchema"]["required"]
 
 
 def test_results_match_their_output_schemas_and_repeat_as_text(server):
@@ -80,6 +86,44 @@ def test_results_match_their_output_schemas_and_repeat_as_text(server):
     assert results["recent"]["structuredContent"]["next_cursor"] is not None
     assert [v["id"] for v in results["history"]["structuredContent"]["versions"]] == [
         "local:1", "local:3"]
+    for name in ("recall", "recent", "history"):  # a small memory: nothing left out, nothing said
+        assert "omitted" not in results[name]["structuredContent"]
+
+
+def long_statement(i: int) -> str:
+    """A statement of 10,000 characters: about 1,500 words of prose, distinct per i."""
+    words = ("release", "budget", "window", "schema", "answer", "worker", "deploy", "store")
+    return f"Statement {i}: " + " ".join(words[(i * j) % 8] for j in range(1, 2000))[:9_980]
+
+
+def test_recall_recent_and_history_answer_within_the_default_budget(server):
+    for i in range(100):
+        call(server, "remember", content=long_statement(i), scope="global" if i % 2 else "local")
+    current = "local:1"
+    for version in range(3):
+        current = call(server, "update", id=current, content=long_statement(1000 + version))[
+            "structuredContent"]["statement"]["id"]
+    outputs = {name: tool.output for name, tool in TOOLS.items()}
+    answers = {"recall": call(server, "recall", query="release budget", limit=100),
+               "recent": call(server, "recent", limit=100),
+               "history": call(server, "history", id=current)}
+    for name, result in answers.items():
+        answer = result["structuredContent"]
+        jsonschema.validate(answer, outputs[name])
+        listed = answer["results"] if name != "history" else answer["versions"]
+        assert answer["words"] == sum(statement_words(r["content"]) for r in listed)
+        assert answer["words"] <= DEFAULT_MAX_WORDS and answer["omitted"] > 0 and answer["note"]
+        # Before: limit 100 of these answered a megabyte.
+        assert len(result["content"][0]["text"]) < 25_000
+    assert answers["recall"]["structuredContent"]["omitted"] == 100 - len(
+        answers["recall"]["structuredContent"]["results"])
+    assert answers["history"]["structuredContent"]["omitted_events"] > 0
+    # The agent can ask for more, within bounds, or less.
+    more = call(server, "recall", query="release budget", limit=100, max_words=MAX_WORDS)
+    assert len(more["structuredContent"]["results"]) > len(
+        answers["recall"]["structuredContent"]["results"])
+    one = call(server, "recall", query="release budget", limit=100, max_words=1)["structuredContent"]
+    assert len(one["results"]) == 1 and one["words"] > 1 and "alone has" in one["note"]
 
 
 @pytest.mark.parametrize("tool, arguments, named", [
@@ -119,6 +163,15 @@ def test_results_match_their_output_schemas_and_repeat_as_text(server):
     ("recent", {"cursor": "not a cursor"}, "cursor"),
     ("recent", {"cursor": "bm90IGpzb24"}, "cursor"),
     ("history", {"id": "local:99"}, "local:99"),
+    ("recall", {"query": "q", "max_words": 0}, "max_words"),
+    ("recall", {"query": "q", "max_words": MAX_WORDS + 1}, "max_words"),
+    ("recall", {"query": "q", "max_words": "2000"}, "max_words"),
+    ("recall", {"query": "q", "max_words": 2000.0}, "max_words"),
+    ("recent", {"max_words": -1}, "max_words"),
+    ("recent", {"max_words": True}, "max_words"),
+    ("history", {"id": "local:1", "max_words": 10**9}, "max_words"),
+    ("history", {"id": "local:1", "limit": 0}, "limit"),
+    ("history", {"id": "local:1", "limit": 101}, "limit"),
 ])
 def test_a_refused_argument_is_a_tool_error_naming_it(server, tool, arguments, named):
     assert re.search(rf"\b{named}\b", error_text(call(server, tool, **arguments)))
@@ -127,6 +180,9 @@ def test_a_refused_argument_is_a_tool_error_naming_it(server, tool, arguments, n
 def test_refusals_say_what_a_valid_value_is(server):
     assert error_text(call(server, "recall", query="q", limit=0)) == (
         "limit must be an integer from 1 to 100")
+    for tool, arguments in (("recall", {"query": "q"}), ("recent", {}), ("history", {"id": "local:1"})):
+        assert error_text(call(server, tool, **arguments, max_words=MAX_WORDS + 1)) == (
+            "max_words must be an integer from 1 to 4000")
     assert "split a longer text" in error_text(call(server, "remember", content="x" * 10_001))
     assert error_text(call(server, "remember", content="ok", size=1)) == (
         "remember has no argument 'size'; it takes content, scope, kind, origin, force")

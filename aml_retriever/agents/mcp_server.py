@@ -36,7 +36,15 @@ from types import FrameType
 from typing import Any, BinaryIO
 
 from aml_retriever import __version__
-from aml_retriever.agents.scopes import DEFAULT_KIND, HANDOFF_KIND, SCOPES, AmbiguousText, ScopedMemory
+from aml_retriever.agents.scopes import (
+    DEFAULT_KIND,
+    DEFAULT_MAX_WORDS,
+    HANDOFF_KIND,
+    MAX_WORDS,
+    SCOPES,
+    AmbiguousText,
+    ScopedMemory,
+)
 from aml_retriever.common.errors import AmlError, InvalidField
 from aml_retriever.memory.lifecycle import ORIGINS
 from aml_retriever.memory.validation import TOP_K_DEFAULT, TOP_K_MAX, is_text, parse_timestamp
@@ -119,6 +127,31 @@ def _scope(description: str) -> Argument:
 LIMIT = Argument("limit", {"type": "integer", "minimum": 1, "maximum": TOP_K_MAX,
                            "default": TOP_K_DEFAULT, "description": "How many statements at most."},
                  f"must be an integer from 1 to {TOP_K_MAX}")
+# The word budget of recall, recent and history (scopes.DEFAULT_MAX_WORDS says why this default).
+MAX_WORDS_ARGUMENT = Argument(
+    "max_words", {"type": "integer", "minimum": 1, "maximum": MAX_WORDS,
+                  "default": DEFAULT_MAX_WORDS,
+                  "description": "The most words of statement text to answer (default "
+                                 f"{DEFAULT_MAX_WORDS}, at most {MAX_WORDS}), so the answer fits "
+                                 "what the host accepts: a statement that does not fit is left "
+                                 "out whole, never cut, and counted in omitted; the first is "
+                                 "always answered whole."},
+    f"must be an integer from 1 to {MAX_WORDS}")
+BUDGETED = (f" Answers hold at most max_words words of statement text (default {DEFAULT_MAX_WORDS}"
+            "): a statement is never cut; one that does not fit is left out and counted in "
+            "omitted, with a note saying how to read it; the first is always answered whole, and "
+            "words over max_words then says it alone is longer.")
+_BUDGET = {
+    "omitted": {"type": "integer", "minimum": 0,
+                "description": "Only when max_words (or history's limit) left something out, or "
+                               "the first statement alone is longer: how many statements "
+                               "(versions, for history) were left out whole."},
+    "words": {"type": "integer", "minimum": 0,
+              "description": "With omitted: the words of statement text answered, counted as "
+                             "max_words counts them."},
+    "note": {"type": "string", "description": "With omitted: what was left out and how to read "
+                                              "it (a narrower query, the cursor, max_words)."},
+}
 BOTH_SCOPES = ("Which memory: 'local' (this project) or 'global' (the user's, across projects). "
                "Leave it out to use both.")
 
@@ -284,7 +317,8 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
          "the query; coverage: holds most of its words; entity, number, date: shares a name, "
          "number or date; speaker: its kind is named; segment: remembered together with other "
          "matches; versions: the newest of statements about the same thing). as_of reads the "
-         "memory as it was at a past time; since and until keep statements true in that range.",
+         "memory as it was at a past time; since and until keep statements true in that range."
+         + BUDGETED,
          (_text("query", MAX_QUERY_CHARS, "What to look for, in words likely to appear in the "
                 "statements.", "what to look for"),
           LIMIT, _scope(BOTH_SCOPES),
@@ -295,10 +329,13 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
           _time("until", "Only statements true by this time (ISO 8601)."),
           _flag("include_history", "Also return replaced versions (marked superseded_by)."),
           _flag("include_proposed", "Return statements not yet confirmed by a person (marked "
-                                    "trust: proposed); the server's setting decides by default.")),
-         ("query",), _object({"results": {"type": "array", "items": RECALLED}}), READS,
+                                    "trust: proposed); the server's setting decides by default."),
+          MAX_WORDS_ARGUMENT),
+         ("query",), _object({"results": {"type": "array", "items": RECALLED}, **_BUDGET},
+                             tuple(_BUDGET)), READS,
          lambda memory, a: memory.recall(a["query"], a.get("limit", TOP_K_DEFAULT), a.get("scope"),
-                                         _read(a, memory.default_read()))),
+                                         _read(a, memory.default_read()),
+                                         a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("forget", "Forget a statement",
          "Remove exactly one statement from memory, named by its id (from recall or recent, e.g. "
          "local:42) or by its whole text as stored (case, Unicode form and spacing aside; not a "
@@ -317,25 +354,41 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool("recent", "Recent statements",
          "The newest current statements, newest first: call it when a session starts to pick "
          "up where the last one left off (the last session's handoff comes first). Both "
-         "memories unless scope is given. Pass next_cursor back as cursor for the next page.",
+         "memories unless scope is given. Pass next_cursor back as cursor for the next page: it "
+         "continues right after the last statement answered, so a page max_words cut short "
+         "loses nothing." + BUDGETED,
          (LIMIT, _scope(BOTH_SCOPES),
           Argument("kind", {"type": "string", "pattern": KIND.schema["pattern"],
                             "description": "Only statements of this kind."}, KIND.rule),
           Argument("cursor", {"type": "string", "minLength": 1, "maxLength": 200,
                               "pattern": "^[A-Za-z0-9_-]+$",
                               "description": "next_cursor from the previous page."},
-                   "must be a next_cursor exactly as recent returned it")),
+                   "must be a next_cursor exactly as recent returned it"),
+          MAX_WORDS_ARGUMENT),
          (), _object({"results": {"type": "array", "items": STATEMENT},
-                      "next_cursor": {"type": ["string", "null"]}}), READS,
+                      "next_cursor": {"type": ["string", "null"]}, **_BUDGET}, tuple(_BUDGET)),
+         READS,
          lambda memory, a: memory.recent(a.get("limit", TOP_K_DEFAULT), a.get("scope"),
-                                         a.get("kind"), a.get("cursor"))),
+                                         a.get("kind"), a.get("cursor"),
+                                         a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("history", "History of a statement",
          "Every version of a statement (what it replaced and what replaced it), oldest first, "
-         "and every recorded change to them (remember, update, forget, confirm, reject).",
-         (STATEMENT_ID_ARGUMENT,), ("id",),
+         "and every recorded change to them (remember, update, forget, confirm, reject). At "
+         "most limit versions and max_words words of them: the one asked for, then the newest, "
+         "and the changes to those; omitted and omitted_events count the rest, never cut.",
+         (STATEMENT_ID_ARGUMENT,
+          Argument("limit", {**LIMIT.schema, "description": "How many versions at most (the "
+                                                              "one asked for, then the newest)."},
+                   LIMIT.rule),
+          MAX_WORDS_ARGUMENT), ("id",),
          _object({"versions": {"type": "array", "items": STATEMENT},
-                  "events": {"type": "array", "items": EVENT}}), READS,
-         lambda memory, a: memory.history(a["id"])),
+                  "events": {"type": "array", "items": EVENT}, **_BUDGET,
+                  "omitted_events": {"type": "integer", "minimum": 0,
+                                     "description": "With omitted: the changes left out, those "
+                                                    "about only the versions left out."}},
+                 (*_BUDGET, "omitted_events")), READS,
+         lambda memory, a: memory.history(a["id"], a.get("limit", TOP_K_DEFAULT),
+                                          a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("handoff", "Hand off to the next session",
          "With content: record what the next session should know first (where the work stands, "
          "what is next), replacing the previous handoff, which stays in history. Without "

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aml_retriever.analysis.dates import iso_utc
-from aml_retriever.analysis.tokenizer import index_text, light_stem
+from aml_retriever.analysis.tokenizer import index_text, light_stem, reading_words
 from aml_retriever.common.errors import AmlError, InvalidField, NotFound
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term, idf
+from aml_retriever.engine.fusion import WordBudget
 from aml_retriever.engine.query import content_terms
 from aml_retriever.memory import cursors
 from aml_retriever.memory.lifecycle import Outcome, Statements
@@ -71,6 +72,33 @@ def memory_retrieval(configured: RetrievalConfig, chosen: Mapping[str, float]) -
     weights = {**configured.weights, **MEMORY_WEIGHTS, **chosen}
     return configured.with_values(**{f"weight_{name}": w for name, w in weights.items()})
 STATEMENT_ID = re.compile(r"(local|global):([1-9][0-9]{0,17})")
+
+# What recall, recent and history answer an agent is bounded by a reader's word budget
+# (`max_words`, counted as the HTTP Search's max_words counts: tokenizer.reading_words), because
+# agent hosts cap a tool result: Claude Code warns past 10,000 tokens of MCP output, refuses past
+# 25,000 (MAX_MCP_OUTPUT_TOKENS) and moves a result past 50,000 characters to a file; a ChatGPT
+# custom connector refused a memory search answering ~66,000 characters (nowledge-co/community
+# #493). Unbounded, recall with limit 100 of 10,000-character statements answers a megabyte.
+# Measured: a statement is short (the agent-memory suite's 1,244 statements, seeds 1-3, both
+# styles: median 7 words, p90 10, max 17; 24 bullets of four public CLAUDE.md files: median 10,
+# p90 13; the 1,081 sentences of this project's docs: median 24, p90 54), ~6 characters a word;
+# besides its content a recall result carries ~280 characters of fields, a recent one ~190, a
+# history version ~250 and an event ~180 (bounded by `limit`, not by words).
+# The default, 2,000 words, is ~12,000 characters of prose (at most 16,000: CHARS_PER_WORD), plus
+# ~2,800 of fields at the default limit of 10: ~15,000 characters, ~4,000 tokens, well under
+# 25,000 characters and the 10,000-token warning. It holds 100 statements of 20 words, so a
+# typical memory's answer is never cut, even at limit 100, while 100 statements of 10,000
+# characters (~1,700 words of prose each) stop after the first. The most an agent can ask, 4,000
+# words, is ~24,000 characters of prose (at most 32,000): with the default limit's fields under the
+# 50,000-character threshold, and even with limit 100's ~28,000 under the 25,000-token cap.
+DEFAULT_MAX_WORDS = 2_000
+MAX_WORDS = 4_000
+# A statement costs at least one word per CHARS_PER_WORD characters: text without spaces (a
+# minified JSON or base64 blob of 10,000 characters is one reader's word) must not carry a
+# megabyte through a word budget. Prose stays below it (~6 characters a word): over the 1,081 doc
+# sentences above, dense with paths and code, it counts 0.6% more words; no suite statement or
+# bullet above reaches it.
+CHARS_PER_WORD = 8
 
 
 class AmbiguousText(AmlError):
@@ -265,7 +293,7 @@ class ScopedMemory:
     # ---- reads ---------------------------------------------------------------------------
 
     def recall(self, query: str, limit: int = 10, scope: str | None = None,
-               read: ReadFilter | None = None) -> dict[str, Any]:
+               read: ReadFilter | None = None, max_words: int | None = None) -> dict[str, Any]:
         """The statements that best match the query, from one memory or both.
 
         Each memory is searched on its own (its own BM25 statistics) and the two rankings are
@@ -276,7 +304,11 @@ class ScopedMemory:
         fused score (a reciprocal-rank sum, which ties the two memories' best and so cannot
         choose between them alone), then local (the project's own memory is the more specific).
         A result's `score` is its match, comparable across memories; `matched` names the query
-        words it holds."""
+        words it holds.
+
+        With `max_words`, the best statements that fit it, best first (within_words): one that
+        does not fit is left out whole and counted (`omitted`), and a later, shorter one may take
+        its place, as the HTTP Search packs its results."""
         read = read or self.default_read()
         ranked, services = [], []
         for name in self._scopes(scope):
@@ -290,18 +322,28 @@ class ScopedMemory:
         weights = QueryWeights.of(query, services)
         merged = merge_heads(ranked, lambda entry: (-weights.match(entry[1]["content"])[0],
                                                     -entry[1]["score"]))
+        merged = merged[:limit]
+        bound: dict[str, Any] = {}
+        if max_words is not None:
+            kept, words = within_words([item["content"] for _, item in merged], max_words,
+                                       prefix=False)
+            bound = budget_note(len(merged) - len(kept), words, max_words,
+                                "raise max_words or ask a narrower query to read them")
+            merged = [merged[i] for i in kept]
         results = []
-        for name, item in merged[:limit]:
+        for name, item in merged:
             match, matched = weights.match(item["content"])
             results.append({**statement_of(name, item), "score": round(match, 4),
                             "why": item["evidence_flags"], "matched": matched})
-        return {"results": results}
+        return {"results": results, **bound}
 
     def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
-               cursor: str | None = None) -> dict[str, Any]:
+               cursor: str | None = None, max_words: int | None = None) -> dict[str, Any]:
         """The newest current statements, newest first, a page at a time: equal times keep local
         first, then the newest id; `next_cursor` reads on. The first page of a listing of every
-        kind starts with this project's handoff, when there is one."""
+        kind starts with this project's handoff, when there is one. With `max_words` a page ends
+        before the first statement that does not fit it (within_words, never cut; the first is
+        always listed) and `next_cursor` continues right after the last one listed."""
         after = decode_cursor(self._cursor_key, cursor) if cursor is not None else None
         handoff = self._current_handoff() if after is None and kind is None and scope != "global" \
             else None
@@ -320,20 +362,49 @@ class ScopedMemory:
         found.sort(key=lambda entry: entry[0])
         page = found[:listed]
         results = ([handoff] if handoff else []) + [statement_of(name, row) for _, name, row in page]
-        if len(found) <= listed:
-            return {"results": results, "next_cursor": None}
+        bound: dict[str, Any] = {}
+        if max_words is not None:
+            kept, words = within_words([r["content"] for r in results], max_words, prefix=True)
+            bound = budget_note(len(results) - len(kept), words, max_words,
+                                "pass next_cursor as cursor to read them next, or raise max_words")
+            results = results[:len(kept)]
+            page = page[:len(kept) - (handoff is not None)]
+        if len(found) <= listed and not bound.get("omitted"):
+            return {"results": results, "next_cursor": None, **bound}
         # A page the handoff filled alone continues from the top.
         position = (-page[-1][0][0], page[-1][0][1], -page[-1][0][2]) if page else FROM_THE_TOP
-        return {"results": results, "next_cursor": encode_cursor(self._cursor_key, position)}
+        return {"results": results, "next_cursor": encode_cursor(self._cursor_key, position),
+                **bound}
 
-    def history(self, statement: str) -> dict[str, Any]:
-        """Every version of the statement, oldest first, and every audit event about them."""
+    def history(self, statement: str, limit: int | None = None,
+                max_words: int | None = None) -> dict[str, Any]:
+        """Every version of the statement, oldest first, and every audit event about them.
+
+        With `limit` or `max_words`: the version asked for, then the newest versions, as many as
+        both allow (within_words: never cut, the first always), listed oldest first, and the
+        events about the versions listed; `omitted` and `omitted_events` count what was left."""
         scope, message_id = parse_statement_id(statement)
         if self._service(scope, create=False) is None:
             raise _no_statement(statement)
         found = self._statements(scope).history(message_id)
-        return {"versions": [statement_of(scope, row) for row in found["versions"]],
-                "events": [event_of(scope, event) for event in found["events"]]}
+        versions, events = found["versions"], found["events"]
+        bound: dict[str, Any] = {}
+        if versions and (limit is not None or max_words is not None):
+            asked = [i for i, row in enumerate(versions) if row["id"] == f"m{message_id}"]
+            wanted = (asked + [i for i in reversed(range(len(versions))) if i not in asked])[:limit]
+            kept, words = within_words([versions[i]["content"] for i in wanted], max_words,
+                                       prefix=True)
+            held = {versions[wanted[k]]["id"] for k in kept}
+            about = [event for event in events if held & set(event["message_ids"])]
+            bound = budget_note(len(versions) - len(held), words, max_words,
+                                "raise limit or max_words, or recall with include_history and "
+                                "as_of to read older versions", "version")
+            if bound.get("omitted"):
+                bound["omitted_events"] = len(events) - len(about)
+                versions = [row for row in versions if row["id"] in held]
+                events = about
+        return {"versions": [statement_of(scope, row) for row in versions],
+                "events": [event_of(scope, event) for event in events], **bound}
 
     def proposed(self, limit: int = 100) -> dict[str, Any]:
         """Statements awaiting a person's review, oldest first, local then global."""
@@ -453,6 +524,55 @@ def _bound(after: tuple[int, int, int], order: int) -> tuple[int, int]:
     if order == after_order:
         return time_ms, message_id
     return time_ms + 1, 0  # this memory's statements at that time come after it
+
+
+def statement_words(content: str) -> int:
+    """The words a statement costs against a word budget: a reader's words, at least one for
+    every CHARS_PER_WORD characters."""
+    return max(reading_words(content), len(content) // CHARS_PER_WORD)
+
+
+def within_words(contents: Sequence[str], max_words: int | None,
+                 prefix: bool) -> tuple[list[int], int]:
+    """Which statements (their contents, in the order they are wanted) a word budget keeps, and
+    their words. Each is kept whole or left out, never cut: an answer is never a rewritten
+    statement. The first is kept even when it alone is over the budget, and then alone: an answer
+    of nothing would help no one, and a page must move on. One that does not fit is left out and
+    a later, shorter one may take its place, as the HTTP Search packs results (fusion.WordBudget);
+    with `prefix` the first that does not fit ends the list instead, so that a page ends where
+    its cursor continues. `max_words` None keeps every one."""
+    if max_words is None:
+        return list(range(len(contents))), sum(map(statement_words, contents))
+    budget = WordBudget(max_words, lambda i: statement_words(contents[i]))
+    kept: list[int] = []
+    for i in range(len(contents)):
+        if budget.take((i,)):
+            kept.append(i)
+        elif not kept:
+            budget.used = budget.words_of(i)
+            kept.append(i)
+        elif prefix:
+            break
+    return kept, budget.used
+
+
+def budget_note(omitted: int, words: int, max_words: int | None, more: str,
+                noun: str = "statement") -> dict[str, Any]:
+    """What an answer says of its word budget when the budget left something out or its first
+    statement alone is over it: `omitted`, `words` (the words listed) and a note on what to do.
+    Nothing when the budget changed nothing, so such an answer is as it was without one."""
+    over = max_words is not None and words > max_words
+    if not omitted and not over:
+        return {}
+    said = []
+    if over:
+        said.append(f"the first {noun} alone has {words} words, more than max_words {max_words}: "
+                    f"it is listed whole, as a {noun} is never cut")
+    if omitted:
+        what = "limit and max_words" if noun == "version" else f"max_words {max_words}"
+        said.append(f"{omitted} {noun}{'s' if omitted > 1 else ''} left out whole to stay within "
+                    f"{what}: {more}")
+    return {"omitted": omitted, "words": words, "note": "; ".join(said)}
 
 
 def _not_reserved(kind: str) -> None:

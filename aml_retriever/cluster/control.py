@@ -1,12 +1,13 @@
 """A cluster on one machine: N shard servers, each with its own store, behind HAProxy.
 
-    scripts/cluster.sh start --shards 3 --port 8080 --dir ./cluster [--config settings.json]
+    scripts/cluster.sh start --shards 3 --port 8080 --dir ./cluster [--config config.example.json]
     scripts/cluster.sh stats --dir ./cluster
     scripts/cluster.sh start --shards 4 --dir ./cluster     # a fourth shard, holding no user yet
     scripts/cluster.sh move --shards 4 --dir ./cluster      # move a quarter of the users to it
     scripts/cluster.sh stop --dir ./cluster
 
-(`python3 -m aml_retriever.cluster ...` is the same.) The directory holds everything:
+(`python3 -m aml_retriever.cluster ...` is the same.) Relative paths are the caller's (resolved
+against the directory the command runs in). The directory holds everything:
 
     cluster.json     the router's address, the shards (name, port) and the settings file
     haproxy.cfg      rendered from deploy/haproxy.cfg
@@ -20,8 +21,11 @@ starts HAProxy (or reloads it, seamlessly, when its configuration changed). Sett
 the file and the AML_* environment, as for `serve`; the router's body limit and timeouts follow
 them. A shard whose host in cluster.json is not loopback (written there by hand) runs on another
 machine: `start` waits for its /health and routes to it, but starts and stops only local ones,
-and `move` refuses (it copies user files between stores it opens). Exit codes: 0 done, 1 could
-not do it (one line on stderr), 2 usage error.
+and `move` refuses (it copies user files between stores it opens). Every command prints its
+result as JSON on stdout; `move` also prints a summary on stderr (which shard gave how many
+buckets and users to which), every bucket's progress with --verbose, and with --quiet nothing but
+errors (no JSON either). Exit codes: 0 done, 1 could not do it (one line on stderr), 2 usage
+error.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from aml_retriever.cluster.haproxy import RouterPaths, Runtime, Shard, render, version
-from aml_retriever.cluster.mover import Cluster, move
+from aml_retriever.cluster.mover import Cluster, Progress, move
 from aml_retriever.cluster.sharding import HOLD, changing_map, placement, read_map, write_map
 from aml_retriever.common.errors import AmlError, ClusterError
 from aml_retriever.http.auth import is_loopback
@@ -59,6 +63,9 @@ POLL_S = 0.05
 # the shared pool (off by default on glibc) every request allocates and frees several of them:
 # 0.30 ms of HAProxy's CPU a forwarded request, 0.17-0.22 ms with it (on 2 busy cores).
 ROUTER_FLAGS = ("-dMglobal",)
+# The longest path HAProxy takes for its stats socket (sun_path, less the NUL and the
+# ".<pid>.tmp" it binds first): the cluster's directory must leave room for /haproxy.sock.
+SOCKET_PATH_MAX = (104 if sys.platform == "darwin" else 108) - 11
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,11 @@ def start(layout: Layout, shards: int | None, port: int | None, host: str,
           config_file: str | None) -> dict[str, Any]:
     """Make the cluster run: create it, grow or shrink it, or restart what is not running."""
     version()
+    socket_bytes = len(os.fsencode(layout.router.socket))
+    if socket_bytes > SOCKET_PATH_MAX:
+        raise ClusterError(f"the cluster directory's path is too long: HAProxy's socket in it "
+                           f"would be {socket_bytes} bytes, more than the {SOCKET_PATH_MAX} it "
+                           f"takes ({layout.router.socket}); use a shorter --dir", "dir")
     layout.root.mkdir(parents=True, exist_ok=True)
     if layout.spec.exists():
         spec = Spec.read(layout.spec)
@@ -201,7 +213,7 @@ def _start_router(layout: Layout, spec: Spec, settings: Config) -> None:
     if running and paths.config.exists() and paths.config.read_text() == text:
         return
     paths.config.write_text(text)
-    _haproxy("-c", "-q", "-f", str(paths.config), log=layout.root / "haproxy.log")
+    _haproxy("-c", "-f", str(paths.config), log=layout.root / "haproxy.log")
     argv = ["-f", str(paths.config), "-D", "-p", str(layout.router_pid), *ROUTER_FLAGS]
     if running:  # a seamless reload: the new process takes the listening socket over
         argv += ["-x", str(paths.socket), "-sf", str(_pid(layout.router_pid))]
@@ -211,12 +223,17 @@ def _start_router(layout: Layout, spec: Spec, settings: Config) -> None:
 
 def _haproxy(*argv: str, log: Path) -> None:
     with open(log, "ab") as out:
+        start = out.tell()
         done = subprocess.run(["haproxy", *argv], stdin=subprocess.DEVNULL, stdout=out,
                               stderr=out, timeout=START_TIMEOUT_S)
     if done.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:]
-        raise ClusterError(f"haproxy {argv[0]} failed: {tail[0] if tail else done.returncode} "
-                           f"(log: {log})", "haproxy")
+        with open(log, "rb") as written:
+            written.seek(start)
+            lines = written.read().decode(errors="replace").strip().splitlines()
+        # Its first alert says what is wrong (the last only that something was).
+        said = next((line for line in lines if "[ALERT]" in line), lines[-1] if lines else None)
+        raise ClusterError(f"haproxy {argv[0]} failed: {said.strip() if said else done.returncode}"
+                           f" (log: {log})", "haproxy")
 
 
 def _wait_healthy(host: str, port: int, what: str, process: subprocess.Popen[bytes] | None) -> None:
@@ -283,8 +300,10 @@ def _get(host: str, port: int, path: str, key: str | None, timeout: float) -> tu
 # ---- move ----------------------------------------------------------------------------------
 
 
-def move_users(layout: Layout, shards: int, batch: int) -> dict[str, Any]:
-    """Move users so that the first `shards` shards of the cluster hold them."""
+def move_users(layout: Layout, shards: int, batch: int,
+               progress: Progress | None = None) -> dict[str, Any]:
+    """Move users so that the first `shards` shards of the cluster hold them; `progress` is told
+    of every batch held and every bucket copied and switched."""
     cluster, names = mover_cluster(layout)
     remote = sorted(set(names) - set(cluster.stores))
     if remote:
@@ -293,7 +312,7 @@ def move_users(layout: Layout, shards: int, batch: int) -> dict[str, Any]:
     if not 1 <= shards <= len(names):
         raise ClusterError(f"--shards must be from 1 to the cluster's {len(names)} (start new "
                            "shards first: cluster.sh start --shards N)", "shards")
-    return move(cluster, names[:shards], _progress, batch).as_dict()
+    return move(cluster, names[:shards], progress, batch).as_dict()
 
 
 def mover_cluster(layout: Layout) -> tuple[Cluster, list[str]]:
@@ -311,6 +330,30 @@ def mover_cluster(layout: Layout) -> tuple[Cluster, list[str]]:
 
 def _progress(event: str, detail: Any) -> None:
     print(f"{event}: {json.dumps(detail)}", file=sys.stderr, flush=True)
+
+
+def move_summary(report: dict[str, Any]) -> list[str]:
+    """A few lines saying what a move did (its report, `move_users`' result), for a person."""
+    if report["buckets_moved"]:
+        lines = [f"moved {_count(report['buckets_moved'], 'bucket')} "
+                 f"({_count(report['users_moved'], 'user')}):"]
+        lines += [f"  {m['from']} -> {m['to']}: {_count(m['buckets'], 'bucket')}, "
+                  f"{_count(m['users'], 'user')}" for m in report["moves"]]
+    else:
+        lines = ["nothing to move: every bucket is already on its shard"]
+    if report["files_removed"]:
+        lines.append(f"removed {_count(report['files_removed'], 'emptied user file')}")
+    if report["emptied_files_left_open"]:
+        lines.append(f"left {_count(report['emptied_files_left_open'], 'emptied user file')} "
+                     "a server still holds open (a later move removes them)")
+    if report["unexpected_files"]:
+        lines.append("warning: left alone, user files holding rows on a shard the map does not "
+                     f"route them to: {', '.join(report['unexpected_files'])}")
+    return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _signal_shards(layout: Layout, spec: Spec, signum: int) -> None:
@@ -402,6 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the new number of shards (the first N of the cluster's)")
     moving.add_argument("--batch", type=int, default=16,
                         help="buckets held at once (each about 1/1,024 of the users)")
+    output = moving.add_mutually_exclusive_group()
+    output.add_argument("--verbose", action="store_true",
+                        help="also print every batch held and every bucket copied and switched")
+    output.add_argument("--quiet", action="store_true",
+                        help="print nothing but errors (no summary, no JSON)")
     return parser
 
 
@@ -416,7 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "stats":
             result = stats(layout)
         else:
-            result = move_users(layout, args.shards, max(1, args.batch))
+            result = move_users(layout, args.shards, max(1, args.batch),
+                                _progress if args.verbose else None)
     except AmlError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
@@ -424,6 +473,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}",
               file=sys.stderr)
         return 1
+    if args.command == "move":
+        if args.quiet:
+            return 0
+        print("\n".join(move_summary(result)), file=sys.stderr, flush=True)
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 

@@ -82,15 +82,30 @@ class Cluster:
 
 
 @dataclass
+class Route:
+    """What moved from one shard to another."""
+    source: str  # the shard the map gave the buckets (HOLD: held by a move stopped earlier)
+    target: str
+    buckets: int = 0
+    users: int = 0
+
+
+@dataclass
 class Report:
     buckets_moved: int = 0
     users_moved: int = 0
     files_removed: int = 0
     left_open: list[str] = field(default_factory=list)  # emptied, still open by a server
     left_unexpected: list[str] = field(default_factory=list)  # rows where the map puts none
+    routes: dict[tuple[str, str], Route] = field(default_factory=dict)  # (source, target)
+
+    def route(self, source: str, target: str) -> Route:
+        return self.routes.setdefault((source, target), Route(source, target))
 
     def as_dict(self) -> dict[str, object]:
         return {"buckets_moved": self.buckets_moved, "users_moved": self.users_moved,
+                "moves": [{"from": r.source, "to": r.target, "buckets": r.buckets,
+                           "users": r.users} for _, r in sorted(self.routes.items())],
                 "files_removed": self.files_removed,
                 "emptied_files_left_open": len(self.left_open),
                 "unexpected_files": self.left_unexpected}
@@ -208,9 +223,14 @@ def _move_batch(cluster: Cluster, stores: Mapping[str, Store], files: dict[str, 
             raise
         _set(cluster, current, {bucket: target})
         files[target].setdefault(bucket, []).extend(
-            n for n in moved if n not in files[target].get(bucket, []))
+            n for _, n in moved if n not in files[target].get(bucket, []))
         report.buckets_moved += 1
         report.users_moved += len(moved)
+        # A bucket held by a move stopped earlier is counted from the shard its files were on.
+        source = before[bucket] if before[bucket] != HOLD or not moved else moved[0][0]
+        report.route(source, target).buckets += 1
+        for shard, _ in moved:
+            report.route(shard, target).users += 1
         tell("switched", {"bucket": bucket, "shard": target, "users": len(moved)})
 
 
@@ -234,10 +254,10 @@ def _drain(runtime: Runtime, buckets: Sequence[int]) -> None:
 
 
 def _move_bucket(stores: Mapping[str, Store], files: Mapping[str, dict[int, list[str]]],
-                 bucket: int, target: str, tell: Progress) -> list[str]:
+                 bucket: int, target: str, tell: Progress) -> list[tuple[str, str]]:
     """Copy, verify and empty every non-empty file of the bucket on a shard other than
-    `target`. Returns the file names moved. On a failure, the copies made are removed (or
-    emptied) and the sources are left whole."""
+    `target`. Returns the files moved: (source shard, file name). On a failure, the copies made
+    are removed (or emptied) and the sources are left whole."""
     sources = [(shard, name) for shard, by_bucket in files.items() if shard != target
                for name in by_bucket.get(bucket, [])
                if not _empty(stores[shard], _path(stores[shard], name))]
@@ -261,7 +281,7 @@ def _move_bucket(stores: Mapping[str, Store], files: Mapping[str, dict[int, list
             _empty_source(stores[shard], stores[target], name, digest)
     except BaseException as exc:
         raise _Emptying() from exc
-    return [name for _, name, _, _ in copied]
+    return [(shard, name) for shard, name, _, _ in copied]
 
 
 class _Emptying(Exception):

@@ -41,8 +41,10 @@ class InProcess:
     cut buys nothing here and costs an fsync per Add.
     """
 
-    def __init__(self, path: str | Path, retrieval: RetrievalConfig | None = None) -> None:
+    def __init__(self, path: str | Path, retrieval: RetrievalConfig | None = None,
+                 answer_window_tokens: int = 0) -> None:
         self.service = MemoryService.open(str(path), retrieval=retrieval, synchronous="NORMAL")
+        self.service.answer_window_tokens = answer_window_tokens
 
     def add(self, body: dict[str, Any]) -> None:
         self.service.add(parse_add(body, ADD_MESSAGE_LIMIT))

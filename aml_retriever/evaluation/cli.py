@@ -68,6 +68,10 @@ def _data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="file name stem of the results")
     parser.add_argument("--store-dir", help="build stores here and keep them (default: temporary)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--answer-window-tokens", type=int, default=0, metavar="N",
+                        help="in-process: fill a reader's window of N tokens after the ranked "
+                             "evidence (the setting answer_window_tokens; 117760 is the "
+                             "leaderboard's); the reports' 'in window' column reads it")
 
 
 def _sources(args: argparse.Namespace) -> list[experiment.Source]:
@@ -91,7 +95,8 @@ def _experiment(args: argparse.Namespace,
                 configs: list[tuple[str, RetrievalConfig]]) -> list[dict[str, Any]]:
     tasks = [experiment.Task(source, tuple(configs), args.top_k,
                              str(Path(args.store_dir) / source.label) if args.store_dir else None,
-                             quiet=args.quiet, reference=getattr(args, "reference", False))
+                             quiet=args.quiet, reference=getattr(args, "reference", False),
+                             answer_window_tokens=args.answer_window_tokens)
              for source in _sources(args)]
     return experiment.run_tasks(tasks, args.jobs)
 

@@ -61,6 +61,7 @@ class Task:
     quiet: bool = False
     keep_records: bool = True
     reference: bool = False  # also answer with the bigram BM25 reference (config REFERENCE)
+    answer_window_tokens: int = 0  # the setting of the same name (0: ranked evidence only)
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def run_task(task: Task) -> dict[str, Any]:
                 builder.close()
             out["adds"][identity] = stats.as_dict()
             for name, config in members:
-                backend = InProcess(path, config)
+                backend = InProcess(path, config, task.answer_window_tokens)
                 try:
                     outcomes = runner.search_all(backend, conversations, task.top_k, progress=progress,
                                                  label=f"[{task.source.label}] search {name}")

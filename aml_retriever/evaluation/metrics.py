@@ -49,7 +49,11 @@ NDCG_DEPTH = 10
 RECALL_KEYS = tuple(f"R@{k}" for k in KS)
 ALL_HIT_KEYS = tuple(f"all@{k}" for k in KS)
 BUDGET_KEYS = tuple(f"b@{w}w" for w in BUDGETS)
-METRIC_KEYS = (*RECALL_KEYS, *ALL_HIT_KEYS, "MRR", f"nDCG@{NDCG_DEPTH}", *BUDGET_KEYS)
+# Evidence inside the leaderboard's answer window: its reader answers from the first 117,760
+# tokens of the results, at 1.35 tokens a word 87,229 words (as ../shared/eval/metrics.py counts it).
+IN_WINDOW_WORDS = 87_229
+IN_WINDOW = "in window"
+METRIC_KEYS = (*RECALL_KEYS, *ALL_HIT_KEYS, "MRR", f"nDCG@{NDCG_DEPTH}", *BUDGET_KEYS, IN_WINDOW)
 # Descriptive, not quality: how much the retriever returned.
 VOLUME_KEYS = ("results", "words", "words@5")
 
@@ -142,6 +146,7 @@ def question_metrics(hits: Sequence[Hit | None]) -> dict[str, float]:
     out[f"nDCG@{NDCG_DEPTH}"] = min(1.0, _dcg(gains) / ideal)
     for w in BUDGETS:
         out[f"b@{w}w"] = sum(1 for h in hits if h is not None and h.words_read <= w) / n
+    out[IN_WINDOW] = sum(1 for h in hits if h is not None and h.words_read <= IN_WINDOW_WORDS) / n
     return out
 
 

@@ -18,6 +18,7 @@ class Service(Protocol):
     retrieval: RetrievalConfig
     provenance: bool
     default_max_words: int | None
+    answer_window_tokens: int
 
 
 class Part:

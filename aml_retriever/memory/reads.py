@@ -3,16 +3,20 @@ time, and pages of the audit log. A read never creates a user file: an unknown u
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.analysis.tokenizer import reading_words
+from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.validation import SearchRequest
 from aml_retriever.storage import audit
+from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import CURRENT, ReadFilter
 from aml_retriever.storage.views import WINDOW_SEPARATOR
 
@@ -36,11 +40,53 @@ class Reads(Part):
             with self.store.read(conn):
                 retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
-        found: dict[str, Any] = {"data": [self._result(r, retrieval.rows, statements)
-                                          for r in results]}
+                data = [self._result(r, retrieval.rows, statements) for r in results]
+                words = retrieval.words_returned
+                if self.service.answer_window_tokens:
+                    data, words = self._fill(conn, request, results, data, max_words)
+        found: dict[str, Any] = {"data": data}
         if max_words:
-            found["words"] = retrieval.words_returned
+            found["words"] = words
         return found
+
+    def _fill(self, conn: sqlite3.Connection, request: SearchRequest, results: list[Result],
+              data: list[dict[str, Any]],
+              max_words: int | None) -> tuple[list[dict[str, Any]], int]:
+        """The ranked evidence's front, then context up to the answer window (window.py); a
+        `max_words` budget bounds the whole answer too. Returns the items and their words."""
+        memory = window.Memory.read(conn, request.read, request.session_id)
+        words = [reading_words(item["content"]) for item in data]
+        keep = window.kept(words, request.top_k)
+        returned = {m for r in results[:keep] for m in r.candidate.members}
+        spent = sum(memory.messages[m].tokens + 1 for m in returned if m in memory.messages)
+        budget = self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
+        runs = window.context(memory, [r.candidate.members for r in results], returned, budget,
+                              request.top_k - keep)
+        text = dict(rows_in(conn, "SELECT id, content FROM messages WHERE id",
+                            [m for run in runs for m in run]))
+        used = sum(words[:keep])
+        if max_words is not None:
+            runs, used = _within(runs, {m: reading_words(text[m]) for m in text}, max_words, used)
+        return data[:keep] + self._context_items(runs, text, memory), used
+
+    def _context_items(self, runs: list[list[int]], text: dict[int, str],
+                       memory: window.Memory) -> list[dict[str, Any]]:
+        """Context runs as answer items: whole messages, joined as a window's are, with their
+        provenance; a score of 0 (they are not ranked), after every ranked item."""
+        items = []
+        for run in runs:
+            first = memory.messages[run[0]]
+            item: dict[str, Any] = {
+                "id": f"c{run[0]}" if len(run) == 1 else f"c{run[0]}-{run[-1]}",
+                "content": WINDOW_SEPARATOR.join(text[m] for m in run),
+                "score": 0.0, "created_at": iso_utc(first.timestamp_ms),
+                "role": ",".join(dict.fromkeys(memory.messages[m].role for m in run)),
+                "session_id": first.session_id}
+            if self.service.provenance:
+                item.update(view="context", source_message_ids=[f"m{m}" for m in run],
+                            evidence_flags=[])
+            items.append(item)
+        return items
 
     def _result(self, result: Result, rows: dict[int, Any], statement: bool) -> dict[str, Any]:
         members = [rows[m] for m in result.candidate.members]
@@ -139,6 +185,29 @@ class Reads(Part):
             with self.store.read(conn):
                 index = TermIndex(conn)
                 return index.size, [index.doc_count(term) for term in terms]
+
+
+def _within(runs: list[list[int]], words: dict[int, int], max_words: int,
+            used: int) -> tuple[list[list[int]], int]:
+    """The runs that fit a `max_words` budget after `used` words, in order; the first that does
+    not fit whole is cut to the whole messages that do, and ends the answer."""
+    kept: list[list[int]] = []
+    for run in runs:
+        cost = sum(words[m] for m in run)
+        if used + cost <= max_words:
+            kept.append(run)
+            used += cost
+            continue
+        prefix: list[int] = []
+        for m in run:
+            if used + words[m] > max_words:
+                break
+            prefix.append(m)
+            used += words[m]
+        if prefix:
+            kept.append(prefix)
+        break
+    return kept, used
 
 
 def message_row(row: tuple[Any, ...]) -> dict[str, Any]:

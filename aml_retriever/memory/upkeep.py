@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
 from aml_retriever.memory.parts import Part
 from aml_retriever.storage import resources
@@ -18,8 +19,8 @@ class Upkeep(Part):
     """Reindexing and counting every user file of the store."""
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        """Rebuild every derived row (features, index rows, links, segments) of every user from
-        the original messages, one transaction per user, for the current settings."""
+        """Rebuild every derived row (features, token counts, index rows, links, segments) of every
+        user from the original messages, one transaction per user, for the current settings."""
         users = messages = 0
         paths = self.store.shard_paths()
         for done, path in enumerate(paths, 1):
@@ -40,8 +41,8 @@ class Upkeep(Part):
         rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
-            conn.execute("UPDATE messages SET features = ? WHERE id = ?",
-                         (features.to_json(), message_id))
+            conn.execute("UPDATE messages SET features = ?, tokens = ? WHERE id = ?",
+                         (features.to_json(), estimate_tokens(content), message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.common.errors import IdempotencyConflict
 from aml_retriever.memory.derived import index_message
 from aml_retriever.memory.parts import Part
@@ -89,11 +90,11 @@ class Writes(Part):
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
                 "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
-                "fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "fingerprint, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
                  place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
-                 stamp.trust, stamp.fingerprint)).lastrowid or 0
+                 stamp.trust, stamp.fingerprint, estimate_tokens(message.content))).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
             ids.append(message_id)

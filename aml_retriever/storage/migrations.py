@@ -62,7 +62,8 @@ CREATE TABLE messages (
     prev_id INTEGER,
     next_id INTEGER
 );"""
-# The messages table as it is now: schema 4's, with the lifecycle columns migration 5 added.
+# The messages table as it is now: schema 4's, with the lifecycle columns migration 5 added and
+# the token estimate migration 6 added.
 _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     -- The lifecycle (lifecycle.py). When the store took it: the record time `as_of` reads by.
     recorded_ms INTEGER NOT NULL DEFAULT 0,
@@ -71,7 +72,11 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     superseded_by INTEGER,                -- the message that replaced it
     origin TEXT NOT NULL DEFAULT 'user',  -- who said it: 'user' (a person) or 'agent' (inferred)
     trust TEXT NOT NULL DEFAULT 'confirmed',  -- 'proposed' until a person confirms it
-    fingerprint BLOB                      -- statements: keyed hash of the normalised text
+    fingerprint BLOB,                     -- statements: keyed hash of the normalised text
+    -- Migration 6: the reader's tokens of its content, estimated once at Add time
+    -- (analysis/tokens.py), so an answer window is filled without reading the texts it leaves
+    -- out. NULL in a file upgraded from before until `reindex`: estimated when read.
+    tokens INTEGER
 );"""
 # The conversation order of a session across Adds: (timestamp, arrival).
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
@@ -315,4 +320,10 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
         WHERE first_message_id <= messages.id ORDER BY first_message_id DESC LIMIT 1), timestamp_ms);
     DROP INDEX requests_by_first_id;
     """ + _LIFECYCLE,
+    # 6: each message's token estimate (analysis/tokens.py), for the answer window
+    # (engine/window.py). SQL cannot make the estimate: the rows stored before keep NULL, which
+    # a Search estimates from the text when it reads them, until `reindex` stores them.
+    """
+    ALTER TABLE messages ADD COLUMN tokens INTEGER;
+    """,
 )

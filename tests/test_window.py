@@ -1,0 +1,193 @@
+"""The answer window (answer_window_tokens): a Search keeps the front of its ranking exactly as
+without it, then fills the reader's window with whole messages of the user's memory, never one
+twice, never cut, never more than top_k items and never past the window; off, nothing changes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Client, start_app
+from reliability_support import user_file
+
+from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.engine import window
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_add, parse_search
+
+TOPICS = ["the harbour ferry timetable", "my sister's wedding in Porto", "the kitchen tiles",
+          "a trip to Kyoto in April", "the violin lessons", "the garden shed roof"]
+
+
+def conversation(sessions: int = 12, turns: int = 14) -> list[dict]:
+    """Adds of a two-person chat: each session about one topic, every turn distinct."""
+    adds = []
+    for s in range(sessions):
+        topic = TOPICS[s % len(TOPICS)]
+        messages = [{"role": "user" if t % 2 == 0 else "assistant",
+                     "timestamp": 1_700_000_000_000 + (s * 100 + t) * 60_000,
+                     "content": f"Session {s} turn {t}: about {topic}, detail number {s * 31 + t}."}
+                    for t in range(turns)]
+        adds.append({"user_id": "u", "request_id": f"r{s}", "session_id": f"s{s}",
+                     "messages": messages})
+    return adds
+
+
+@pytest.fixture
+def service(tmp_path: Path):
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")
+    for add in conversation():
+        svc.add(parse_add(add, 200))
+    yield svc
+    svc.close()
+
+
+def search(svc: MemoryService, query: str, top_k: int = 100, tokens: int = 0, **extra) -> dict:
+    svc.answer_window_tokens = tokens
+    return svc.search(parse_search({"user_id": "u", "query": query, "top_k": top_k, **extra}))
+
+
+def members(item: dict) -> list[int]:
+    return [int(m[1:]) for m in item["source_message_ids"]]
+
+
+def stored(svc: MemoryService) -> dict[int, str]:
+    with svc.store.connection("u", create=False) as conn:
+        return dict(conn.execute("SELECT id, content FROM messages"))
+
+
+def test_the_front_is_the_ranking_as_it_was_and_the_rest_is_context(service):
+    plain = search(service, "when is the ferry to Porto", tokens=0)["data"]
+    filled = search(service, "when is the ferry to Porto", tokens=117_760)["data"]
+    keep = window.kept([len(item["content"].split()) for item in plain], 100)
+    assert filled[:keep] == plain[:keep]  # ids, order, scores, contents: as without the window
+    assert len(filled) > keep and all(item["view"] == "context" for item in filled[keep:])
+    assert all(item["score"] == 0.0 for item in filled[keep:])
+
+
+def test_no_message_twice_none_cut_and_at_most_top_k_items(service):
+    texts = stored(service)
+    for top_k in (100, 20, 12):
+        data = search(service, "the violin lessons in April", top_k, 117_760)["data"]
+        assert len(data) <= top_k
+        ids = [m for item in data for m in members(item)]
+        assert len(ids) == len(set(ids))  # each message once across all items
+        for item in data:  # whole messages, in the order listed, never rewritten
+            assert item["content"] == "\n".join(texts[m] for m in members(item))
+            assert {"view", "source_message_ids", "session_id", "created_at"} <= set(item)
+
+
+def test_a_memory_that_fits_is_returned_whole(service):
+    data = search(service, "kitchen tiles", 100, 117_760)["data"]
+    assert sorted(m for item in data for m in members(item)) == sorted(stored(service))
+
+
+def test_the_answer_stays_inside_the_window(service):
+    texts = stored(service)
+    for tokens in (400, 1_500, 5_000):
+        data = search(service, "the garden shed roof", 100, tokens)["data"]
+        assert data
+        context = [item for item in data if item["view"] == "context"]
+        spent = sum(estimate_tokens(texts[m]) + 1 for item in data for m in members(item)) \
+            + window.ITEM_TOKENS * len(data)
+        assert spent <= tokens or not context  # the ranked front alone may pass a tiny window
+        assert context or tokens < 1_500
+
+
+@pytest.mark.parametrize("max_words", [300, 2_000])
+def test_max_words_still_bounds_the_answer(service, max_words):
+    """The two compose, the smaller wins: the answer holds at most max_words words (a run that
+    does not fit whole is cut between messages, never inside one)."""
+    texts = stored(service)
+    data = search(service, "the ferry timetable", 100, 117_760, max_words=max_words)
+    assert data["words"] <= max_words
+    assert data["words"] == sum(len(item["content"].split()) for item in data["data"])
+    for item in data["data"]:
+        assert item["content"] == "\n".join(texts[m] for m in members(item))
+    if max_words == 2_000:  # control: room is left after the ranked front, and context fills it
+        assert any(item["view"] == "context" for item in data["data"])
+        assert data["words"] > 1_500
+
+
+def test_off_the_answers_are_unchanged(service):
+    assert search(service, "Porto wedding", 100, 0) == search(service, "Porto wedding", 100, 0)
+    assert all(item["view"] != "context" for item in search(service, "Porto wedding")["data"])
+
+
+def test_the_fill_keeps_to_what_the_search_may_see(service):
+    data = search(service, "Kyoto", 100, 117_760, session_id="s3", filter_session=True)["data"]
+    assert data and {item["session_id"] for item in data} == {"s3"}
+
+
+def test_a_store_from_before_the_token_column_is_filled_by_estimates_until_reindex(tmp_path):
+    db = tmp_path / "aml.db"
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    for add in conversation(4, 6):
+        svc.add(parse_add(add, 200))
+    svc.close()
+    path = user_file(db, "u")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE messages DROP COLUMN tokens")  # the file as schema 5 left it
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        with svc.store.connection("u", create=False) as conn:
+            assert conn.execute("SELECT count(*) FROM messages WHERE tokens IS NULL").fetchone()[0] == 24
+        data = search(svc, "the kitchen tiles", 100, 117_760)["data"]
+        assert sorted(m for item in data for m in members(item)) == list(range(1, 25))
+        svc.reindex()
+        with svc.store.connection("u", create=False) as conn:
+            rows = conn.execute("SELECT content, tokens FROM messages").fetchall()
+        assert all(tokens == estimate_tokens(content) for content, tokens in rows)
+    finally:
+        svc.close()
+
+
+def test_over_http_the_setting_fills_the_window_and_the_flag_sets_it(tmp_path):
+    app = start_app(tmp_path, answer_window_tokens=117_760)
+    try:
+        c = Client(app.port)
+        for add in conversation(5, 8):
+            assert c.post("/add", add).status == 200
+        response = c.search("u", "the harbour ferry", top_k=100)
+        data = response.body["data"]
+        assert response.status == 200 and len({m for item in data for m in members(item)}) == 40
+        json.dumps(response.body)  # valid JSON, whatever its size
+    finally:
+        app.stop()
+
+
+def test_the_leaderboard_script_serves_with_the_window_on(tmp_path):
+    """The one command the README gives for the leaderboard: the window is on without a flag."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    server = subprocess.Popen([str(root / "scripts" / "serve_leaderboard.sh"), "--port", str(port),
+                               "--db", "lb.db"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if Client(port).request("GET", "/health").status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        c = Client(port)
+        for add in conversation(5, 8):
+            assert c.post("/add", add).status == 200
+        data = c.search("u", "the harbour ferry", top_k=100).body["data"]
+        assert len({m for item in data for m in members(item)}) == 40  # the whole memory
+        assert (tmp_path / "lb.db").exists()  # a relative --db is the caller's
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "answer window 117760 tokens" in err
