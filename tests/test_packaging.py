@@ -255,7 +255,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 def test_dockerfile_makes_the_user_before_copying_and_serves_as_it():
     steps = dockerfile_instructions()
     kinds = [k for k, _ in steps]
-    assert steps[0] == ("FROM", "python:3.11-slim")
+    assert steps[:2] == [("ARG", "BASE=python:3.11-slim"), ("FROM", "${BASE}")]  # the published base
     useradd = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "useradd" in a)
     assert "--uid 10001 aml" in steps[useradd][1] and "chown aml:aml /data" in steps[useradd][1]
     assert useradd < kinds.index("COPY") < kinds.index("USER")
