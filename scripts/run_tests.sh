@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, installs the
-# test-only tools (pytest, hypothesis, jsonschema, the official MCP SDK `mcp`, prometheus_client, and
-# selenium with Debian's chromium and chromium-driver for the inspector page) only when missing, then runs
-# pytest. Arguments pass to pytest.
+# Run the whole test suite on a fresh machine: checks Python >= 3.11 and SQLite FTS5, then installs
+# what the tests need, each only when missing: with pip (the environment, else the user's site,
+# else --break-system-packages on a Debian system Python) pytest, hypothesis, jsonschema, the MCP
+# SDK `mcp`, prometheus_client, selenium, tiktoken and bpe-openai; as root with apt-get, chromium
+# and chromium-driver, haproxy, and podman, runc and mmdebstrap. What cannot be had is said, and
+# its tests skip saying why. Then runs pytest; arguments pass to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
