@@ -387,22 +387,8 @@ class ScopedMemory:
         if self._service(scope, create=False) is None:
             raise _no_statement(statement)
         found = self._statements(scope).history(message_id)
-        versions, events = found["versions"], found["events"]
-        bound: dict[str, Any] = {}
-        if versions and (limit is not None or max_words is not None):
-            asked = [i for i, row in enumerate(versions) if row["id"] == f"m{message_id}"]
-            wanted = (asked + [i for i in reversed(range(len(versions))) if i not in asked])[:limit]
-            kept, words = within_words([versions[i]["content"] for i in wanted], max_words,
-                                       prefix=True)
-            held = {versions[wanted[k]]["id"] for k in kept}
-            about = [event for event in events if held & set(event["message_ids"])]
-            bound = budget_note(len(versions) - len(held), words, max_words,
-                                "raise limit or max_words, or recall with include_history and "
-                                "as_of to read older versions", "version")
-            if bound.get("omitted"):
-                bound["omitted_events"] = len(events) - len(about)
-                versions = [row for row in versions if row["id"] in held]
-                events = about
+        versions, events, bound = _bounded_history(found["versions"], found["events"],
+                                                   f"m{message_id}", limit, max_words)
         return {"versions": [statement_of(scope, row) for row in versions],
                 "events": [event_of(scope, event) for event in events], **bound}
 
@@ -506,6 +492,28 @@ class ScopedMemory:
             str(path), retrieval=self.retrieval, synchronous=self.synchronous)
         service.store.hold_shared()  # so `purge` refuses to remove the files under this server
         return service
+
+
+def _bounded_history(versions: list[dict[str, Any]], events: list[dict[str, Any]], asked_id: str,
+                     limit: int | None, max_words: int | None
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """A statement's history within `limit` versions and `max_words` words: the version asked
+    for, then the newest, as many as both allow (within_words: never cut, the first always),
+    still oldest first, with the events about them; and the note of what was left out."""
+    if not versions or (limit is None and max_words is None):
+        return versions, events, {}
+    asked = [i for i, row in enumerate(versions) if row["id"] == asked_id]
+    wanted = (asked + [i for i in reversed(range(len(versions))) if i not in asked])[:limit]
+    kept, words = within_words([versions[i]["content"] for i in wanted], max_words, prefix=True)
+    held = {versions[wanted[k]]["id"] for k in kept}
+    about = [event for event in events if held & set(event["message_ids"])]
+    bound = budget_note(len(versions) - len(held), words, max_words,
+                        "raise limit or max_words, or recall with include_history and as_of to "
+                        "read older versions", "version")
+    if not bound.get("omitted"):
+        return versions, events, bound
+    bound["omitted_events"] = len(events) - len(about)
+    return [row for row in versions if row["id"] in held], about, bound
 
 
 def _markdown_line(statement: dict[str, Any]) -> str:
