@@ -49,7 +49,10 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "aml_retriever", "serve", "--processes", str(processes),
              "--port", str(self.port), "--db", str(self.db), "--log-level", "WARNING", *extra],
-            cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            # As from a terminal: a suite run under nohup would pass on SIGHUP ignored, and a
+            # server respects that (it is what nohup asks).
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
