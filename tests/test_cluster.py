@@ -1089,7 +1089,9 @@ def test_cluster_commands_refuse_what_they_cannot_do_in_one_line(tmp_path):
                           "needs --shards and --port"),
                          (["move", "--dir", str(tmp_path), "--shards", "2"], "no cluster"),
                          (["start", "--dir", str(tmp_path / ("d" * 100)), "--shards", "1",
-                           "--port", str(free_port())], "path is too long")):
+                           "--port", str(free_port())], "path is too long"),
+                         (["start", "--dir", str(tmp_path / "pub"), "--shards", "1", "--port",
+                           str(free_port()), "--host", "0.0.0.0"], "needs an API key")):
         done = subprocess.run([str(CLUSTER_SH), *args], capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 1 and reason in done.stderr, args

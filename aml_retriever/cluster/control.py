@@ -145,6 +145,12 @@ def start(layout: Layout, shards: int | None, port: int | None, host: str,
             raise ClusterError("a new cluster needs --shards and --port", "shards")
         spec = Spec(host, port, str(Path(config_file).resolve()) if config_file else None, [])
     settings = load(None, spec.config_file)
+    if not is_loopback(spec.host) and not settings.api_key:
+        # Keyless shards answer only to this machine's names (DNS rebinding), and HAProxy passes
+        # a client's Host through: a public router in front of them would refuse everything.
+        raise ClusterError(f"a router on {spec.host} needs an API key for the shards (api_key in "
+                           "--config): without one they answer only to this machine's names",
+                           "host")
     with changing_map(layout.router.map):  # never while users are being moved
         if shards is not None:
             _resize(layout, spec, shards)

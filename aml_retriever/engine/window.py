@@ -13,14 +13,15 @@ tokens; evidence inside the window, LoCoMo / BEAM 100K / BEAM 500K / MemDaily x1
   1. the 20 best hits, hit by hit in rank order: the hit's own messages (a ranked item past
      those kept is context too), then the messages 1, 2 and 3 away in its session: an answer
      often sits next to the turn that names the question's words;
-  2. the user's own turns in the sessions the ranking touched (sessions weighed by the sum of
+  2. every other ranked hit's own messages, so no evidence the ranking returns today is lost;
+  3. the user's own turns in the sessions the ranking touched (sessions weighed by the sum of
      1/sqrt(rank) of their hits): most questions ask what the user said (BEAM: 78% of evidence);
-  3. every hit's messages and those 1 and 2 away;
-  4. the rest of those sessions, nearest a hit first;
-  5. everything else, oldest session first.
+  4. every hit's messages and those 1 and 2 away;
+  5. the rest of those sessions, nearest a hit first;
+  6. everything else, oldest session first.
 Whole sessions in ranking order alone reached 1.000 / .966 / .721 / 1.000: on users of long
 sessions they spend the window on little. Each hit with its neighbours 1 away, then the users'
-turns, then 2 away: 1.000 / .982 / .768 / 1.000. The order above: 1.000 / .988 / .803 / 1.000
+turns, then 2 away: 1.000 / .982 / .768 / 1.000. The order above: 1.000 / .995 / .811 / 1.000
 (the ranked part alone: .924 / .926 / .747 / .998).
 
 It reads one row per visible message without its text (id, session, time, role, token count
@@ -51,8 +52,8 @@ ITEM_TOKENS = 16
 GIVE_UP_AFTER = 400
 # A step of the order: (kind, how many of the best hits it starts from, how far around each).
 Phase = tuple[str, int, int]
-ORDER: tuple[Phase, ...] = (("near", 20, 3), ("users", 100, 0), ("near", 100, 2),
-                            ("sessions", 100, 0), ("time", 0, 0))
+ORDER: tuple[Phase, ...] = (("near", 20, 3), ("near", 100, 0), ("users", 100, 0),
+                            ("near", 100, 2), ("sessions", 100, 0), ("time", 0, 0))
 
 
 @dataclass(frozen=True)

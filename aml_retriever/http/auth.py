@@ -49,10 +49,12 @@ def refuse_cross_site(method: str, headers: Message) -> None:
     if method not in STATE_CHANGING:
         return
     site = headers.get("Sec-Fetch-Site")
-    if site is not None and site.strip().lower() not in SAME_SITE_VALUES:
-        raise Forbidden("a change sent by another site's page is refused", "Origin")
-    origin = headers.get("Origin")
-    if origin is not None and _netloc(origin) != (headers.get("Host") or "").strip().lower():
+    if site is not None:  # the browser's own word, right behind a proxy that rewrites Host too
+        if site.strip().lower() not in SAME_SITE_VALUES:
+            raise Forbidden("a change sent by another site's page is refused", "Origin")
+        return
+    origin = headers.get("Origin")  # a browser too old to say Sec-Fetch-Site
+    if origin is not None and not _same_origin(origin, headers.get("Host") or ""):
         raise Forbidden("a change sent by another site's page is refused", "Origin")
 
 
@@ -70,12 +72,17 @@ def refuse_foreign_host(headers: Message) -> None:
                         "127.0.0.1, [::1]); set an API key to serve other names", "Host")
 
 
-def _netloc(origin: str) -> str | None:
+def _same_origin(origin: str, host: str) -> bool:
+    """Whether an Origin names the host the request was sent to: the same name, and the same
+    port, a default one (80, 443) standing for a Host that names none."""
     try:
-        parts = urlsplit(origin.strip())
+        sent, to = urlsplit(origin.strip()), urlsplit(f"//{host.strip()}")
+        if sent.scheme not in ("http", "https") or not sent.hostname or not to.hostname:
+            return False
+        port = sent.port or (443 if sent.scheme == "https" else 80)
+        return sent.hostname == to.hostname and (to.port or port) == port
     except ValueError:
-        return None
-    return parts.netloc.lower() if parts.scheme in ("http", "https") else None
+        return False
 
 
 def _hostname(host: str) -> str | None:
