@@ -139,14 +139,14 @@ def test_a_change_sent_by_another_sites_page_is_refused(app, client, headers):
 def test_the_page_behind_a_proxy_that_rewrites_host_still_makes_changes(app, client):
     """A reverse proxy sets Host to the upstream address; the browser's Sec-Fetch-Site decides,
     and an Origin on a default port matches a Host that names none."""
-    message_id = _proposed_one(app)
+    message_id, other = _propose(app, 2)
     path = f"/users/alice/messages/m{message_id}/confirm"
     behind_proxy = {"Origin": "https://mem.example.com", "Sec-Fetch-Site": "same-origin"}
     assert client.request("POST", path, headers=behind_proxy).status == 200
-    other = _proposed_one(app)
     refused = {"Origin": "https://mem.example.com", "Sec-Fetch-Site": "cross-site"}
     assert client.request("POST", f"/users/alice/messages/m{other}/confirm",
-                          headers=refused).status == 403  # control
+                          headers=refused).status == 403  # control: still proposed, refused
+    assert client.request("GET", f"/users/alice/messages/m{other}").body["trust"] == "proposed"
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.example",

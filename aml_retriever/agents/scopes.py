@@ -320,22 +320,19 @@ class ScopedMemory:
                                   statements=True)["data"]
             ranked.append([(name, item) for item in data])
         weights = QueryWeights.of(query, services)
-        merged = merge_heads(ranked, lambda entry: (-weights.match(entry[1]["content"])[0],
-                                                    -entry[1]["score"]))
-        merged = merged[:limit]
+        scored = [[(name, item, weights.match(item["content"])) for name, item in ranking]
+                  for ranking in ranked]
+        merged = merge_heads(scored, lambda entry: (-entry[2][0], -entry[1]["score"]))[:limit]
         bound: dict[str, Any] = {}
         if max_words is not None:
-            kept, words = within_words([item["content"] for _, item in merged], max_words,
+            kept, words = within_words([item["content"] for _, item, _ in merged], max_words,
                                        prefix=False)
             bound = budget_note(len(merged) - len(kept), words, max_words,
                                 "raise max_words or ask a narrower query to read them")
             merged = [merged[i] for i in kept]
-        results = []
-        for name, item in merged:
-            match, matched = weights.match(item["content"])
-            results.append({**statement_of(name, item), "score": round(match, 4),
-                            "why": item["evidence_flags"], "matched": matched})
-        return {"results": results, **bound}
+        return {"results": [{**statement_of(name, item), "score": round(match, 4),
+                             "why": item["evidence_flags"], "matched": matched}
+                            for name, item, (match, matched) in merged], **bound}
 
     def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
                cursor: str | None = None, max_words: int | None = None) -> dict[str, Any]:
