@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from aml_retriever.analysis.dates import covers, extract_dates
+from aml_retriever.analysis.dates import _PATTERNS, _at_word_starts, covers, extract_dates
 
 THURSDAY_25_MAY_2023 = int(dt.datetime(2023, 5, 25, 14, 0, tzinfo=dt.UTC).timestamp() * 1000)
 
@@ -58,3 +61,25 @@ def test_a_specific_date_is_not_read_again_as_a_vaguer_one():
 ])
 def test_covers_compares_periods_of_any_precision(period, date, expected):
     assert covers(period, date) is expected
+
+
+# Words the date patterns are made of, glued to letters, digits and marks in every way, so each
+# pattern meets matches that start inside a word (which `\b` refuses) next to ones that do not.
+_DATE_PIECES = ["in", "of", "2023", "1999", "may", "june", "3rd", "12", "last", "this", "past",
+                "next", "monday", "week", "weekend", "ago", "a", "few", "yesterday", "today",
+                "tomorrow", "since", "during", "year", "on", "sept", "2023-05-01", "x", "_", "é",
+                "١٢", "-", ",", ".", " "]
+
+
+@example(["x", "this", "past", "monday"], [""] + [" "] * 15)  # a refused start hides a match
+@given(st.lists(st.sampled_from(_DATE_PIECES), max_size=16),
+       st.lists(st.sampled_from(["", " ", "  ", "x", "\n"]), min_size=16, max_size=16))
+@settings(max_examples=400, deadline=None)
+def test_each_pattern_finds_what_it_finds_after_a_word_boundary(pieces, gaps):
+    """The patterns search without a leading `\\b` (the search skips to their first letters at C
+    speed) and `_at_word_starts` keeps the matches a `\\b` would: the same spans, in order."""
+    text = "".join(piece + gap for piece, gap in zip(pieces, gaps, strict=False))
+    for _, pattern in _PATTERNS:
+        bounded = re.compile(r"\b" + pattern.pattern)
+        assert [m.span() for m in _at_word_starts(pattern, text)] == \
+            [m.span() for m in bounded.finditer(text)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
 
 from aml_retriever.analysis.tokenizer import ASCII_WORD_GAPS
 
@@ -102,23 +103,26 @@ def _present(lowered: str) -> frozenset[str]:
     elif any(name in lowered for name in _MONTH_NAMES):
         present.add("month")
     return frozenset(present)
-# Kinds in order of precedence: a span read by an earlier kind is not read again.
+# Kinds in order of precedence: a span read by an earlier kind is not read again. Each pattern
+# starts at a word boundary (`_at_word_starts`); the `\b` that said so is left out of it, so the
+# search skips to its first letters at C speed (a pattern that starts with `\b` is tried at every
+# character): long messages (bench_long's, 2,160 characters) 240 -> 120 us of dates a message.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("iso", re.compile(r"\b" + _YEAR + r"-(\d{2})-(\d{2})\b")),
-    ("day_month_year", re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b")),
-    ("month_day_year", re.compile(r"\b" + _MONTH + r"\.?\s+" + _DAY + r",?\s+" + _YEAR + r"\b")),
-    ("month_year", re.compile(r"\b" + _MONTH + r",?\s+(?:of\s+)?" + _YEAR + r"\b")),
-    ("day_month", re.compile(r"\b" + _DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b")),
-    ("month_day", re.compile(r"\b" + _MONTH + r"\.?\s+" + _DAY + r"\b(?!\s*[:.]\d)")),
-    ("year", re.compile(r"\b(?:in|of|since|during|year)\s+" + _YEAR + r"\b")),
-    ("yesterday", re.compile(r"\b(yesterday|last night)\b")),
-    ("today", re.compile(r"\b(today|tonight|this morning|this afternoon|this evening)\b")),
-    ("tomorrow", re.compile(r"\btomorrow\b")),
-    ("weekday", re.compile(r"\b(last|this past|past|next|this|on)\s+"
+    ("iso", re.compile(_YEAR + r"-(\d{2})-(\d{2})\b")),
+    ("day_month_year", re.compile(_DAY + r"\s+(?:of\s+)?" + _MONTH + r",?\s+" + _YEAR + r"\b")),
+    ("month_day_year", re.compile(_MONTH + r"\.?\s+" + _DAY + r",?\s+" + _YEAR + r"\b")),
+    ("month_year", re.compile(_MONTH + r",?\s+(?:of\s+)?" + _YEAR + r"\b")),
+    ("day_month", re.compile(_DAY + r"\s+(?:of\s+)?" + _MONTH + r"\b")),
+    ("month_day", re.compile(_MONTH + r"\.?\s+" + _DAY + r"\b(?!\s*[:.]\d)")),
+    ("year", re.compile(r"(?:in|of|since|during|year)\s+" + _YEAR + r"\b")),
+    ("yesterday", re.compile(r"(yesterday|last night)\b")),
+    ("today", re.compile(r"(today|tonight|this morning|this afternoon|this evening)\b")),
+    ("tomorrow", re.compile(r"tomorrow\b")),
+    ("weekday", re.compile(r"(last|this past|past|next|this|on)\s+"
                            r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
-    ("ago", re.compile(r"\b" + _COUNT + r"\s+(day|week|month|year)s?\s+ago\b")),
-    ("relative_unit", re.compile(r"\b(last|next|this|past)\s+(week|weekend|month|year)\b")),
-    ("month_name", re.compile(r"\b(?:in|last|this|next|since|during)\s+" + _MONTH + r"\b")),
+    ("ago", re.compile(_COUNT + r"\s+(day|week|month|year)s?\s+ago\b")),
+    ("relative_unit", re.compile(r"(last|next|this|past)\s+(week|weekend|month|year)\b")),
+    ("month_name", re.compile(r"(?:in|last|this|next|since|during)\s+" + _MONTH + r"\b")),
 ]
 
 
@@ -219,7 +223,7 @@ def extract_dates(text: str, reference_ms: int | None) -> list[str]:
     for kind, pattern in _PATTERNS:
         if not _NEEDS[kind] <= present:
             continue
-        for m in pattern.finditer(lowered):
+        for m in _at_word_starts(pattern, lowered):
             if any(taken[m.start():m.end()]):
                 continue
             value = _resolve(kind, m, ref)
@@ -227,6 +231,20 @@ def extract_dates(text: str, reference_ms: int | None) -> list[str]:
                 taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
                 found.append((m.start(), value))
     return list(dict.fromkeys(value for _, value in sorted(found)))
+
+
+def _at_word_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    r"""The matches `\b` + pattern would find: the pattern's every match starts with a word
+    character, so it starts at a word boundary when no word character comes before it; a match
+    that does not is passed over one character on, as the `\b` would have been."""
+    at = 0
+    while (m := pattern.search(text, at)) is not None:
+        start = m.start()
+        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            at = start + 1
+            continue
+        yield m
+        at = m.end()
 
 
 def covers(period: str, date: str) -> bool:
