@@ -47,8 +47,8 @@ def estimate_tokens(text: str) -> int:
     that holds one. Made at every Add: piece by piece 423 us a message (LoCoMo and BEAM dev); by
     cached runs in a Python loop 80 us, 193 us on long messages (bench_long's, 2,160
     characters); as now, 86 us on those. A run costs at least what its pieces cost in the text:
-    a mark's newlines, which the whole text
-    would merge into it, cost apart here (an overcount, never an under)."""
+    a mark's newlines, which the whole text would merge into it, cost apart here (an
+    overcount, never an under)."""
     runs = text.split()
     total = sum(map(_run_tokens, runs))
     if runs and runs[0][0].isdigit() and not text[0].isspace():
