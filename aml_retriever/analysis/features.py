@@ -61,6 +61,11 @@ _UPDATE_PHRASES = ("moved to", "moving to", "no longer", "any more", "these days
 
 # The stored array's fields at their defaults (see Features.to_json).
 _DEFAULTS: list[Any] = ["", [], [], [], 0]
+# How each kind of signal key begins (Features.keys): a Search reads the messages holding a
+# question's keys by key, from the user file's signal_keys table.
+ENTITY_KEY, NUMBER_KEY, DATE_KEY, SPEAKER_KEY = "e:", "n:", "d:", "s:"
+# The bits of a message's marks (Features.marks), read with its row.
+MARK_UPDATE, MARK_DATED = 1, 2
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,19 @@ class Features:
         while fields and not fields[-1]:
             fields.pop()
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+    def keys(self) -> list[str]:
+        """Its signal keys, each once: its names, numbers and dates, and its speaker."""
+        keys = [ENTITY_KEY + e for e in self.entities] + [NUMBER_KEY + n for n in self.numbers]
+        keys += [DATE_KEY + d for d in self.dates]
+        if self.speaker:
+            keys.append(SPEAKER_KEY + self.speaker)
+        return list(dict.fromkeys(keys))
+
+    @property
+    def marks(self) -> int:
+        """Whether it states an update and whether it states a date, as bits (MARK_*)."""
+        return (MARK_UPDATE if self.update else 0) | (MARK_DATED if self.dates else 0)
 
     @classmethod
     def from_json(cls, text: str) -> Features:

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from aml_retriever.analysis.features import Features
 from aml_retriever.storage.store import rows_in
 
 
@@ -21,7 +20,7 @@ class MessageRow:
     content: str
     timestamp_ms: int
     segment_id: int | None
-    features_json: str
+    marks: int  # features.MARK_*: whether it states an update, a date
     recorded_ms: int
     valid_ms: int | None
     retired_ms: int | None
@@ -30,27 +29,14 @@ class MessageRow:
     origin: str
 
     @cached_property
-    def features(self) -> Features:
-        """Parsed on first use: only rankers the question needs read a message's features."""
-        return Features.from_json(self.features_json)
-
-    @cached_property
     def day(self) -> str:
         return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=self.timestamp_ms)).date().isoformat()
-
-    @cached_property
-    def entities(self) -> frozenset[str]:
-        return frozenset(self.features.entities)
-
-    @cached_property
-    def numbers(self) -> frozenset[str]:
-        return frozenset(self.features.numbers)
 
 
 def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterable[int]) -> None:
     """Add to `rows` the messages of `ids` it does not hold yet."""
     missing = [i for i in ids if i not in rows]
     for row in rows_in(conn, "SELECT id, session_id, role, content, timestamp_ms, "
-                       "segment_id, features, recorded_ms, valid_ms, retired_ms, superseded_by, "
+                       "segment_id, marks, recorded_ms, valid_ms, retired_ms, superseded_by, "
                        "trust, origin FROM messages WHERE id", missing):
         rows[row[0]] = MessageRow(*row)

@@ -12,7 +12,8 @@ from functools import cached_property
 from typing import Protocol
 
 from aml_retriever.analysis.dates import covers
-from aml_retriever.analysis.features import Features
+from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE
+from aml_retriever.engine.keys import HeldKeys, Holders
 from aml_retriever.engine.query import QueryPlan
 
 Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its messages
@@ -21,39 +22,53 @@ Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its m
 class Evidence(Protocol):
     """One stored message as ranking reads it (rows.MessageRow)."""
 
+    id: int
     timestamp_ms: int
     role: str
-    features: Features
+    marks: int  # features.MARK_*
     day: str  # the date it was said, "YYYY-MM-DD"
-    entities: frozenset[str]
-    numbers: frozenset[str]
 
 
 class Facts:
     """What ranking knows of one candidate (a message or a window), merged over its messages.
-    Each feature fact is read from the messages only when a ranker asks for it: most questions
-    name no number, date or speaker, so most facts of most candidates are never needed."""
+    Each feature fact is read only when a ranker asks for it: most questions name no number,
+    date or speaker, so most facts of most candidates are never needed. The question's names,
+    numbers, dates and speakers a candidate holds come from the stored keys (keys.py)."""
 
     def __init__(self, key: Key, base_rank: int, rows: Sequence[Evidence], words: frozenset[str],
-                 follows_hit: int | None) -> None:
+                 follows_hit: int | None, held: HeldKeys) -> None:
         self.key = key
         self.base_rank = base_rank  # its place in its own lexical list: every feature's tie-break
         self.rows = rows
         self.words = words  # the question's exact words it contains
         self.follows_hit = follows_hit  # rank of the strong hit it directly follows, if any
+        self.held = held
         self.time_ms = rows[-1].timestamp_ms
+
+    def _holds(self, holders: Holders) -> frozenset[str]:
+        """The question's values whose holders include one of its messages."""
+        return frozenset(value for value, ids in holders.items()
+                         if any(r.id in ids for r in self.rows))
 
     @cached_property
     def entities(self) -> frozenset[str]:
-        return frozenset().union(*(r.entities for r in self.rows))
+        """The question's names it holds."""
+        return self._holds(self.held.entities)
 
     @cached_property
     def numbers(self) -> frozenset[str]:
-        return frozenset().union(*(r.numbers for r in self.rows))
+        """The question's numbers it holds."""
+        return self._holds(self.held.numbers)
 
     @cached_property
-    def dates(self) -> tuple[str, ...]:
-        return tuple(d for r in self.rows for d in r.features.dates)
+    def periods(self) -> frozenset[str]:
+        """The question's periods that a date it states meets (dates.covers)."""
+        return self._holds(self.held.periods)
+
+    @cached_property
+    def dated(self) -> bool:
+        """Whether it states a date."""
+        return any(r.marks & MARK_DATED for r in self.rows)
 
     @property
     def day(self) -> str:
@@ -62,11 +77,12 @@ class Facts:
 
     @cached_property
     def speakers(self) -> frozenset[str]:
-        return frozenset(r.features.speaker for r in self.rows if r.features.speaker)
+        """The speakers the question names that said one of its messages."""
+        return self._holds(self.held.speakers)
 
     @cached_property
     def update(self) -> bool:
-        return any(r.features.update for r in self.rows)
+        return any(r.marks & MARK_UPDATE for r in self.rows)
 
 
 def _by(facts: Sequence[Facts], strength: Callable[[Facts], float]) -> list[Key]:
@@ -99,8 +115,8 @@ def date(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
     """A when-question favours candidates that state a date; a question naming a period favours
     candidates dated in it (by what they say, or by when they were said)."""
     def strength(f: Facts) -> float:
-        named = sum(1 for p in plan.dates if covers(p, f.day) or any(covers(p, d) for d in f.dates))
-        return named + (1.0 if plan.asks_when and f.dates else 0.0)
+        named = sum(1 for p in plan.dates if covers(p, f.day) or p in f.periods)
+        return named + (1.0 if plan.asks_when and f.dated else 0.0)
 
     return _by(facts, strength) if plan.asks_when or plan.dates else []
 

@@ -19,8 +19,9 @@ class Upkeep(Part):
     """Reindexing and counting every user file of the store."""
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        """Rebuild every derived row (features, token counts, index rows, links, segments) of every
-        user from the original messages, one transaction per user, for the current settings."""
+        """Rebuild every derived row (features, signal keys and marks, token counts, index rows,
+        links, segments) of every user from the original messages, one transaction per user,
+        for the current settings."""
         users = messages = 0
         paths = self.store.shard_paths()
         for done, path in enumerate(paths, 1):
@@ -41,8 +42,9 @@ class Upkeep(Part):
         rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
-            conn.execute("UPDATE messages SET features = ?, tokens = ? WHERE id = ?",
-                         (features.to_json(), estimate_tokens(content), message_id))
+            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ? WHERE id = ?",
+                         (features.to_json(), estimate_tokens(content), features.marks,
+                          message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])

@@ -1,0 +1,167 @@
+"""The signals a Search reads are stored at Add time (shard migration 7): each message's names,
+numbers, dates and speaker as keys in `signal_keys`, its update and date marks as bits. A Search
+reads the question's keys by key (engine/keys.py) instead of parsing every candidate's features;
+the upgrade from schema 6 derives them from the stored features, `reindex` writes them anew, and
+a removal takes a message's keys with it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from reliability_support import user_file
+
+from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE, extract
+from aml_retriever.engine.keys import HeldKeys
+from aml_retriever.engine.query import plan
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_add, parse_search
+from aml_retriever.storage.migrations import SHARD_MIGRATIONS
+
+DAY = 1_704_200_000_000  # 2 January 2024: no message is said in the periods asked about
+MESSAGES = [
+    ("Caroline", "I moved to Lisbon with Melanie in March 2023."),
+    ("Melanie", "We paid 1,200 euros for the flat on 2023-05-02."),
+    ("Caroline", "The Porto trip is now set for June 14, 2023."),
+    ("Melanie", "Nothing dated or named here, only chatter about tea."),
+    ("user", "Ana: my 3 cats still sleep all day."),
+    ("assistant", "Tell me more about the cats."),
+    ("Melanie", "We married in 2023, a good year."),
+]
+QUESTIONS = ["Where did Caroline move with Melanie?", "How much was the flat, 1200 euros?",
+             "What happened in May 2023?", "When is the Porto trip?",
+             "What did Ana say about her 3 cats?", "Where does Caroline live now?",
+             "What happened in 2023?"]
+
+
+def add_all(svc: MemoryService, user: str = "u") -> None:
+    svc.add(parse_add({"user_id": user, "request_id": "r1", "session_id": "s1", "messages": [
+        {"role": role, "content": content, "timestamp": DAY + i * 60_000}
+        for i, (role, content) in enumerate(MESSAGES)]}, 200))
+
+
+def answers(svc: MemoryService) -> list[list[tuple[str, float]]]:
+    return [[(item["id"], item["score"]) for item in svc.search(parse_search(
+        {"user_id": "u", "query": q, "top_k": 10}))["data"]] for q in QUESTIONS]
+
+
+def stored(db: Path) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
+    conn = sqlite3.connect(user_file(db, "u"))
+    try:
+        return (conn.execute("SELECT key, message_id FROM signal_keys ORDER BY 1, 2").fetchall(),
+                conn.execute("SELECT id, marks FROM messages ORDER BY id").fetchall())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "aml.db"
+    svc = MemoryService.open(str(path), synchronous="NORMAL")
+    add_all(svc)
+    svc.close()
+    return path
+
+
+def test_an_add_stores_each_message_s_keys_and_marks(db):
+    keys, marks = stored(db)
+    expected = sorted((key, i) for i, (role, content) in enumerate(MESSAGES, 1)
+                      for key in extract(role, content, DAY + (i - 1) * 60_000).keys())
+    assert keys == expected
+    assert ("e:lisbon", 1) in keys and ("n:1200", 2) in keys and ("d:2023-05-02", 2) in keys
+    assert ("s:caroline", 1) in keys and ("s:ana", 5) in keys
+    assert dict(marks)[1] == MARK_UPDATE | MARK_DATED  # "moved to", "March 2023"
+    assert dict(marks)[4] == 0 and dict(marks)[6] == 0  # the controls: nothing to mark
+    assert dict(marks)[7] == MARK_DATED
+
+
+def downgrade_to_schema_6(db: Path, features_as_objects: bool = False) -> None:
+    """The user file as schema 6 left it: no keys table, no marks (and, for the stores older
+    still, each message's features as the JSON object they once were)."""
+    conn = sqlite3.connect(user_file(db, "u"))
+    conn.execute("DROP TABLE signal_keys")
+    conn.execute("ALTER TABLE messages DROP COLUMN marks")
+    if features_as_objects:
+        for message_id, role, content, timestamp in conn.execute(
+                "SELECT id, role, content, timestamp_ms FROM messages").fetchall():
+            f = extract(role, content, timestamp)
+            conn.execute("UPDATE messages SET features = ? WHERE id = ?", (json.dumps(
+                {"speaker": f.speaker, "entities": f.entities, "numbers": f.numbers,
+                 "dates": f.dates, "update": f.update}), message_id))
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("features_as_objects", [False, True])
+def test_a_store_of_schema_6_gets_the_same_keys_and_answers_on_open(db, features_as_objects):
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    before, keys = answers(svc), stored(db)
+    svc.close()
+    downgrade_to_schema_6(db, features_as_objects)
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        assert answers(svc) == before
+        conn = sqlite3.connect(user_file(db, "u"))
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS) == 7
+        conn.close()
+        assert stored(db) == keys
+    finally:
+        svc.close()
+
+
+def test_reindex_writes_the_keys_and_marks_anew(db):
+    keys = stored(db)
+    conn = sqlite3.connect(user_file(db, "u"))
+    conn.execute("DELETE FROM signal_keys")
+    conn.execute("UPDATE messages SET marks = 0")
+    conn.commit()
+    conn.close()
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        svc.reindex()
+    finally:
+        svc.close()
+    assert stored(db) == keys
+
+
+def test_a_removed_message_takes_its_keys_and_no_other(db):
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        svc.forget("u", [2], "forget")
+    finally:
+        svc.close()
+    keys, _ = stored(db)
+    assert not [k for k in keys if k[1] == 2]
+    assert ("e:lisbon", 1) in keys and ("s:melanie", 4) in keys  # the others' keys stay
+
+
+def test_the_question_s_keys_rank_as_the_features_they_stand_for(db):
+    """Each feature signal still finds what it did when it parsed the features: the holder of
+    the question's name, number, period or speaker comes first."""
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        first = [svc.search(parse_search({"user_id": "u", "query": q, "top_k": 1}))["data"][0]
+                 ["source_message_ids"] for q in QUESTIONS]
+    finally:
+        svc.close()
+    assert first[1] == ["m2"]  # 1200: the number, written "1,200"
+    assert first[4] == ["m5"]  # Ana's turn, her speaker key
+
+
+@pytest.mark.parametrize("question,periods", [
+    ("What happened in May 2023?", {"2023-05": {2, 7}}),  # its day, and the year holding it
+    ("What happened on 2023-05-02?", {"2023-05-02": {2, 7}}),
+    ("What happened in 2023?", {"2023": {1, 2, 3, 7}}),  # every date within it
+    ("What happened in March 2024?", {"2024-03": set()}),
+])
+def test_a_period_meets_the_dates_within_it_and_around_it(db, question, periods):
+    """dates.covers, read from the keys: a date within the period, or one the period lies in."""
+    conn = sqlite3.connect(user_file(db, "u"))
+    try:
+        held = HeldKeys(conn, plan(question)).periods
+    finally:
+        conn.close()
+    assert {p: set(ids) for p, ids in held.items()} == periods
