@@ -15,10 +15,15 @@ What it does
 5. Adds of long messages: in-process, the service at FULL against bare FTS5 inserts (20 messages
    a transaction, WAL, FULL: bench_add's searchable floor), in interleaved blocks; over HTTP,
    three users in parallel, the real server against the naive service.
+6. A top_k 10 Search over HTTP on the short-chat user of 10,000 messages (when 10000 is among
+   `--sizes`; skipped, and the report says so, otherwise) against ONE FTS5 `MATCH ... LIMIT 10`
+   in this process over the same user's file of our store, paired query by query: the whole
+   server against the index lookup no Search can skip.
 
 Targets (issue: the leaderboard's regime): Search over HTTP p50 <= 2x the naive service; in-process
 <= 2.5x the floor; Adds of long messages >= 25% of bare inserts in-process and >= 50% of the naive
-service over HTTP. Throughput with several processes is `bench_http.py --server-arg=--processes=N`.
+service over HTTP; Search top_k 10 over HTTP on short-10000 p50 <= 1.5x one in-process FTS5
+query. Throughput with several processes is `bench_http.py --server-arg=--processes=N`.
 
 Usage
 -----
@@ -71,7 +76,10 @@ SHAPES: dict[str, Callable[[int, str, int], list[Message]]] = {"long": long_mess
 TOP_K = 100
 FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message_index MATCH ? "
              "ORDER BY rank LIMIT ?")
-TARGETS = {"http_search": 2.0, "inprocess_search": 2.5, "inprocess_add": 0.25, "http_add": 0.50}
+TARGETS = {"http_search": 2.0, "inprocess_search": 2.5, "inprocess_add": 0.25, "http_add": 0.50,
+           "http_search_top10": 1.5}
+SHORT_TOP_K = 10  # a chat agent's usual Search, measured over HTTP against one FTS5 query
+SHORT_SIZE = 10_000  # the short-chat user of that measurement: built when --sizes holds it
 ADD_USERS = 3  # users written in parallel over HTTP, as the issue measured
 BUILD_SYNCHRONOUS = "NORMAL"  # building is set-up, not what is measured
 
@@ -118,30 +126,48 @@ def naive_write(directory: Path, uid: str, messages: Sequence[Message]) -> None:
 
 def search_in_process(service_db: Path, uid: str, queries: Sequence[str], rounds: int) -> dict[str, Any]:
     """The service's top_k 100 Search and its floor, interleaved, over the same user file."""
+    return pair(*time_in_process(service_db, [(uid, q) for q in queries], rounds, TOP_K))
+
+
+def time_in_process(service_db: Path, questions: Sequence[tuple[str, str]], rounds: int,
+                    top_k: int) -> tuple[Samples, Samples]:
+    """The service's Search of each (user, query) and its floor, one FTS5 query over that user's
+    file with the same terms and top_k, interleaved question by question."""
     svc = MemoryService.open(str(service_db))
-    raw = sqlite3.connect(f"{svc.store.shard_path(uid).as_uri()}?mode=ro", uri=True, isolation_level=None)
+    raws: dict[str, sqlite3.Connection] = {}
     try:
-        requests = [SearchRequest(q, uid, TOP_K, (), None) for q in queries]
-        expressions = [plan(q).expression or '""' for q in queries]
+        for uid in dict.fromkeys(uid for uid, _ in questions):
+            raws[uid] = sqlite3.connect(f"{svc.store.shard_path(uid).as_uri()}?mode=ro", uri=True,
+                                        isolation_level=None)
+        requests = [SearchRequest(q, uid, top_k, (), None) for uid, q in questions]
+        floors = [(plan(q).expression or '""', raws[uid]) for uid, q in questions]
         full, floor = Samples("service"), Samples("floor")
-        for request, expr in zip(requests, expressions, strict=True):  # warm both
-            svc.search(request)
-            raw.execute(FLOOR_SQL, (expr, TOP_K)).fetchall()
-        for rnd in range(rounds):
-            for i, (request, expr) in enumerate(zip(requests, expressions, strict=True)):
-                paths = [(full, lambda r=request: svc.search(r)),
-                         (floor, lambda e=expr: raw.execute(FLOOR_SQL, (e, TOP_K)).fetchall())]
-                for samples, call in paths if (i + rnd) % 2 == 0 else paths[::-1]:
-                    started = time.perf_counter_ns()
-                    call()
-                    samples.ns.append(time.perf_counter_ns() - started)
+        alternate([(lambda r=r: svc.search(r), lambda e=e, c=c: c.execute(FLOOR_SQL, (e, top_k)).fetchall())
+                   for r, (e, c) in zip(requests, floors, strict=True)], full, floor, rounds)
     finally:
-        raw.close()
+        for raw in raws.values():
+            raw.close()
         svc.close()
-    return _pair(full, floor)
+    return full, floor
 
 
-def _pair(ours: Samples, reference: Samples) -> dict[str, Any]:
+def alternate(calls: Sequence[tuple[Callable[[], object], Callable[[], object]]], first: Samples,
+              second: Samples, rounds: int) -> None:
+    """Each pair of calls once untimed (both warm), then `rounds` timed passes, the pair's order
+    alternating every call and round, so a burst of noise lands on both paths alike."""
+    for a, b in calls:
+        a()
+        b()
+    for rnd in range(rounds):
+        for i, (a, b) in enumerate(calls):
+            paths = [(first, a), (second, b)]
+            for samples, call in paths if (i + rnd) % 2 == 0 else paths[::-1]:
+                started = time.perf_counter_ns()
+                call()
+                samples.ns.append(time.perf_counter_ns() - started)
+
+
+def pair(ours: Samples, reference: Samples) -> dict[str, Any]:
     return {"ours": ours.summary(), "reference": reference.summary(),
             "paired_ratio": paired_ratio(ours, reference),
             "p50_ratio": ours.summary()["p50"] / reference.summary()["p50"]}
@@ -149,29 +175,58 @@ def _pair(ours: Samples, reference: Samples) -> dict[str, Any]:
 
 def search_over_http(ours: int, naive: int, uid: str, queries: Sequence[str], rounds: int) -> dict[str, Any]:
     """The real server and the naive service, one keep-alive client each, interleaved."""
-    clients = {"ours": Client(ours), "naive": Client(naive)}
-    samples = {"ours": Samples("ours"), "naive": Samples("naive")}
-    bodies = [json.dumps({"user_id": uid, "query": q, "top_k": TOP_K}).encode() for q in queries]
+    return pair(*time_over_http(ours, naive, [(uid, q) for q in queries], rounds, TOP_K))
+
+
+def time_over_http(ours: int, naive: int, questions: Sequence[tuple[str, str]], rounds: int,
+                   top_k: int) -> tuple[Samples, Samples]:
+    """Each (user, query) as a Search to the real server and to the naive service, one keep-alive
+    client each, interleaved question by question."""
+    client, reference = Client(ours), Client(naive)
+    samples = Samples("ours"), Samples("naive")
+    bodies = [json.dumps({"user_id": uid, "query": q, "top_k": top_k}).encode() for uid, q in questions]
     try:
-        for body in bodies:  # warm both
-            for client in clients.values():
-                _ok(client.call("POST", "/search", body))
-        for rnd in range(rounds):
-            for i, body in enumerate(bodies):
-                order = ["ours", "naive"] if (i + rnd) % 2 == 0 else ["naive", "ours"]
-                for name in order:
-                    started = time.perf_counter_ns()
-                    _ok(clients[name].call("POST", "/search", body))
-                    samples[name].ns.append(time.perf_counter_ns() - started)
+        alternate([(lambda b=body: _ok(client.call("POST", "/search", b)),
+                    lambda b=body: _ok(reference.call("POST", "/search", b))) for body in bodies],
+                  *samples, rounds)
     finally:
-        for client in clients.values():
-            client.close()
-    return _pair(samples["ours"], samples["naive"])
+        client.close()
+        reference.close()
+    return samples
 
 
 def _ok(answer: tuple[int, bytes]) -> None:
     if answer[0] != 200:
         raise RuntimeError(f"HTTP {answer[0]}: {answer[1][:200]!r}")
+
+
+def search_http_against_fts(port: int, user_file: Path, uid: str, queries: Sequence[str],
+                            rounds: int) -> dict[str, Any]:
+    """A top_k 10 Search over HTTP against ONE FTS5 query with the same terms (LIMIT 10) over the
+    same user's file of our store, in this process, paired query by query: what the whole server
+    (socket, JSON, every signal) costs on top of the one index lookup no Search can skip."""
+    client = Client(port)
+    raw = sqlite3.connect(f"{user_file.as_uri()}?mode=ro", uri=True, isolation_level=None)
+    bodies = [json.dumps({"user_id": uid, "query": q, "top_k": SHORT_TOP_K}).encode() for q in queries]
+    expressions = [plan(q).expression or '""' for q in queries]
+    http, floor = Samples("HTTP"), Samples("floor")
+    try:
+        alternate([(lambda b=b: _ok(client.call("POST", "/search", b)),
+                    lambda e=e: raw.execute(FLOOR_SQL, (e, SHORT_TOP_K)).fetchall())
+                   for b, e in zip(bodies, expressions, strict=True)], http, floor, rounds)
+    finally:
+        raw.close()
+        client.close()
+    return pair(http, floor)
+
+
+def user_file(service_db: Path, uid: str) -> Path:
+    """The file of one user in our store (read before the server holds the store)."""
+    svc = MemoryService.open(str(service_db))
+    try:
+        return svc.store.shard_path(uid)
+    finally:
+        svc.close()
 
 
 # ---- Adds --------------------------------------------------------------------------------
@@ -274,8 +329,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     queries = {uid: word_queries(args.seed, messages, args.queries) for uid, messages in users.items()}
     for uid in users:
         log(f"in-process Search, {uid}")
-        report["search"][uid] = {"words_per_message": _mean_words(users[uid]),
+        report["search"][uid] = {"words_per_message": mean_words(users[uid]),
                                  "in_process": search_in_process(service_db, uid, queries[uid], args.rounds)}
+    short = user_id("short", SHORT_SIZE)
+    short_file = user_file(service_db, short) if short in users else None
     with ServerProcess(service_db, root / "server.log") as server:
         naive = NaiveProcess(naive_dir, root / "naive.log")
         try:
@@ -283,6 +340,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 log(f"HTTP Search, {uid}")
                 report["search"][uid]["http"] = search_over_http(server.port, naive.port, uid,
                                                                  queries[uid], args.rounds)
+            if short_file is None:
+                report["http_top10"] = {"user": short, "skipped": f"{SHORT_SIZE} is not among --sizes"}
+            else:
+                log(f"HTTP Search top_k {SHORT_TOP_K} against one FTS5 query, {short}")
+                report["http_top10"] = {"user": short, **search_http_against_fts(
+                    server.port, short_file, short, queries[short], args.rounds)}
             log("HTTP Adds of long messages")
             report["http_adds"] = adds_over_http(server.port, naive.port, args.seed, args.add_messages)
         finally:
@@ -295,25 +358,29 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return report
 
 
-def _mean_words(messages: Sequence[Message]) -> float:
+def mean_words(messages: Sequence[Message]) -> float:
     return sum(len(m.content.split()) for m in messages) / len(messages)
 
 
 def verdicts(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for uid, result in report["search"].items():
-        rows.append(_verdict(f"Search top_k 100 over HTTP, {uid}: p50 / naive service",
+        rows.append(verdict(f"Search top_k 100 over HTTP, {uid}: p50 / naive service",
                              result["http"]["p50_ratio"], TARGETS["http_search"], lower=True))
-        rows.append(_verdict(f"Search top_k 100 in-process, {uid}: paired ratio to one FTS5 query",
+        rows.append(verdict(f"Search top_k 100 in-process, {uid}: paired ratio to one FTS5 query",
                              result["in_process"]["paired_ratio"], TARGETS["inprocess_search"], lower=True))
-    rows.append(_verdict("Adds of long messages in-process / bare FTS5 inserts",
+    rows.append(verdict("Adds of long messages in-process / bare FTS5 inserts",
                          report["in_process_adds"]["ratio"], TARGETS["inprocess_add"], lower=False))
-    rows.append(_verdict("Adds of long messages over HTTP / naive service",
+    rows.append(verdict("Adds of long messages over HTTP / naive service",
                          report["http_adds"]["ratio"], TARGETS["http_add"], lower=False))
+    top10 = report["http_top10"]
+    if "skipped" not in top10:
+        rows.append(verdict(f"Search top_k {SHORT_TOP_K} over HTTP, {top10['user']}: p50 / one in-process "
+                            "FTS5 query", top10["p50_ratio"], TARGETS["http_search_top10"], lower=True))
     return rows
 
 
-def _verdict(what: str, value: float, target: float, lower: bool) -> dict[str, Any]:
+def verdict(what: str, value: float, target: float, lower: bool) -> dict[str, Any]:
     passed = value <= target if lower else value >= target
     return {"what": what, "value": value, "target": target, "lower_is_better": lower, "passed": passed}
 
@@ -336,14 +403,33 @@ def markdown(report: dict[str, Any]) -> str:
               f"{ia['service_msg_s']:,.0f} | {ia['floor_msg_s']:,.0f} | {ia['ratio']:.1%} |",
               f"| over HTTP, {ADD_USERS} users in parallel (reference: naive service) | "
               f"{ha['service_msg_s']:,.0f} | {ha['naive_msg_s']:,.0f} | {ha['ratio']:.1%} |",
-              "", "| target | measured | verdict |", "|---|---:|---|"]
-    for v in report["verdicts"]:
+              "", *_top10_markdown(report["http_top10"]),
+              "", *verdicts_markdown(report["verdicts"])]
+    lines += ["", environment_line(report["environment"]), ""]
+    return "\n".join(lines)
+
+
+def verdicts_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The targets table: ratios as 1.23x (lower is better), shares as 45.6% (higher is better)."""
+    lines = ["| target | measured | verdict |", "|---|---:|---|"]
+    for v in rows:
         sign = "<=" if v["lower_is_better"] else ">="
         value = f"{v['value']:.2f}x" if v["lower_is_better"] else f"{v['value']:.1%}"
         target = f"{v['target']}x" if v["lower_is_better"] else f"{v['target']:.0%}"
         lines.append(f"| {v['what']} {sign} {target} | {value} | {'pass' if v['passed'] else '**miss**'} |")
-    lines += ["", environment_line(report["environment"]), ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _top10_markdown(top10: dict[str, Any]) -> list[str]:
+    title = f"Search top_k {SHORT_TOP_K} over HTTP, {top10['user']}, against one in-process FTS5 query"
+    if "skipped" in top10:
+        return [f"{title}: skipped ({top10['skipped']})."]
+    ours, ref = top10["ours"], top10["reference"]
+    return [f"| {title} | p50 ms | p95 ms |", "|---|---:|---:|",
+            f"| Search over HTTP | {ours['p50']:.2f} | {ours['p95']:.2f} |",
+            f"| one FTS5 query, LIMIT {SHORT_TOP_K}, same terms | {ref['p50']:.2f} | {ref['p95']:.2f} |",
+            "", f"HTTP / FTS5 query: {top10['p50_ratio']:.2f}x at p50, {top10['paired_ratio']:.2f}x "
+            "paired median."]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -1,0 +1,200 @@
+"""Real users at top_k 100: the replay files' users and questions, against one FTS5 query and the
+naive FTS5 service.
+
+What it does
+------------
+1. Reads replay files (`--replay`: files or folders of the evaluation's replay format, e.g. the
+   BEAM development users; the benchmark ships no data of its own), at most `--users` of them,
+   and Adds every user into one store in-process (`MemoryService.add`, the files' Adds as they
+   are), and the same messages into the files of the naive FTS5 service (`naive_service.py`: one
+   plain FTS5 table per user, the service's tokenizer), as `bench_long.py` writes them.
+2. In-process: every question as a top_k Search against its floor, ONE FTS5 `MATCH ... ORDER BY
+   rank LIMIT top_k` over the asking user's file of our store with the query plan's terms,
+   interleaved question by question, the order alternating, over `--rounds` rounds: p50, p95
+   and the paired median ratio.
+3. Over HTTP: the real server (`serve`, default settings and any `--server-arg`, one process)
+   and the naive service on the same messages, one keep-alive client each, every question sent
+   to both, alternating which goes first: p50, p95 and the p50 ratio.
+
+Why
+---
+`bench_long.py` measures generated users, whose questions are a few words. Real questions are
+whole sentences and real memories mix short turns with pasted pages: more terms per query, more
+postings read, other lengths to rank and return. This is the same comparison on them.
+
+Targets: over HTTP p50 <= 2.0x the naive service; in-process
+paired ratio <= 5.0x one FTS5 query.
+
+Usage
+-----
+    python3 bench/bench_replay.py --replay ../shared/eval/external/data/beam/100K \\
+        ../shared/eval/external/data/beam/500K
+    python3 bench/bench_replay.py --replay ../shared/eval/external/data/beam/500K --users 3 --rounds 1
+
+Results go to `bench_out/replay.json` and `bench_out/replay.md` and the Markdown is printed;
+progress goes to stderr. Exit status 0 when both targets are met, 1 when one is missed or on an
+error, 2 on a usage error. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_long import (
+    BUILD_SYNCHRONOUS,
+    NaiveProcess,
+    mean_words,
+    naive_write,
+    pair,
+    time_in_process,
+    time_over_http,
+    verdict,
+    verdicts_markdown,
+)
+from bench_window import replay_files
+from benchlib import (
+    ServerProcess,
+    add_run_args,
+    environment,
+    environment_line,
+    log,
+    params,
+    require_positive,
+    run_and_report,
+)
+
+from aml_retriever.evaluation.backends import ADD_MESSAGE_LIMIT
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import TOP_K_MAX, Message, parse_add
+
+TOP_K = 100  # what the leaderboard's reader asks for
+TARGETS = {"http_search": 2.0, "inprocess_search": 5.0}
+
+
+# ---- the users ---------------------------------------------------------------------------
+
+
+def load(paths: Sequence[Path], limit: int | None) -> list[dict[str, Any]]:
+    """The conversations of the first `limit` replay files (all without a limit), in order."""
+    return [json.loads(path.read_text(encoding="utf-8"))
+            for path in replay_files(list(paths))[:limit]]
+
+
+def build(conversations: Sequence[dict[str, Any]], root: Path) -> tuple[Path, Path, int, float]:
+    """Our store and the naive service's files, every user written once; the messages written
+    and their mean words."""
+    shutil.rmtree(root, ignore_errors=True)  # every run writes its users afresh
+    service_db, naive_dir = root / "service" / "aml.db", root / "naive"
+    service_db.parent.mkdir(parents=True)
+    naive_dir.mkdir()
+    written: list[Message] = []
+    svc = MemoryService.open(str(service_db), synchronous=BUILD_SYNCHRONOUS)
+    try:
+        for conversation in conversations:
+            uid = conversation["user_id"]
+            requests = [parse_add(body, ADD_MESSAGE_LIMIT) for body in conversation["adds"]]
+            if any(r.user_id != uid for r in requests):
+                # The naive file and the questions go by the file's user: another user's Adds
+                # would leave the two services holding different memories.
+                raise ValueError(f"{uid}: an Add of another user in its replay file")
+            messages = [m for r in requests for m in r.messages]
+            for request in requests:
+                svc.add(request)
+            naive_write(naive_dir, uid, messages)
+            written += messages
+            log(f"built {uid}: {len(messages):,} messages, {len(conversation['questions'])} questions")
+    finally:
+        svc.close()
+    return service_db, naive_dir, len(written), mean_words(written)
+
+
+# ---- the run -----------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    loadavg = os.getloadavg()[0]
+    conversations = load(args.replay, args.users)
+    service_db, naive_dir, messages, words = build(conversations, root)
+    questions = [(c["user_id"], q["question"]) for c in conversations for q in c["questions"]]
+    report: dict[str, Any] = {"params": {**params(args), "replay": [str(p) for p in args.replay]},
+                              "users": [c["user_id"] for c in conversations],
+                              "messages": messages, "words_per_message": words,
+                              "questions": len(questions), "targets": TARGETS}
+    log(f"in-process Search, {len(questions)} questions x {args.rounds} rounds, top_k {args.top_k}")
+    report["in_process"] = pair(*time_in_process(service_db, questions, args.rounds, args.top_k))
+    with ServerProcess(service_db, root / "server.log", *args.server_arg) as server:
+        naive = NaiveProcess(naive_dir, root / "naive.log")
+        try:
+            log(f"HTTP Search, {len(questions)} questions x {args.rounds} rounds, top_k {args.top_k}")
+            report["http"] = pair(*time_over_http(server.port, naive.port, questions, args.rounds,
+                                                  args.top_k))
+        finally:
+            naive.stop()
+    report["verdicts"] = [
+        verdict(f"Search top_k {args.top_k} over HTTP: p50 / naive service",
+                report["http"]["p50_ratio"], TARGETS["http_search"], lower=True),
+        verdict(f"Search top_k {args.top_k} in-process: paired ratio to one FTS5 query",
+                report["in_process"]["paired_ratio"], TARGETS["inprocess_search"], lower=True)]
+    report["passed"] = all(v["passed"] for v in report["verdicts"])
+    report["environment"] = environment(loadavg)
+    return report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    p = report["params"]
+    flags = f" (server flags: {' '.join(p['server_arg'])})" if p["server_arg"] else ""
+    inp, http = report["in_process"], report["http"]
+    lines = [f"# Real users at top_k {p['top_k']} (`bench_replay.py`)", "",
+             f"{len(report['users'])} users ({', '.join(report['users'])}), {report['messages']:,} "
+             f"messages ({report['words_per_message']:.0f} words a message on average), "
+             f"{report['questions']} questions x {p['rounds']} rounds{flags}.", "",
+             "| path | ours p50 / p95 ms | reference p50 / p95 ms | p50 ratio | paired ratio |",
+             "|---|---:|---:|---:|---:|"]
+    for what, r in (("in-process (reference: one FTS5 query over the user's file)", inp),
+                    ("over HTTP (reference: the naive service)", http)):
+        lines.append(f"| {what} | {r['ours']['p50']:.2f} / {r['ours']['p95']:.2f} | "
+                     f"{r['reference']['p50']:.2f} / {r['reference']['p95']:.2f} | "
+                     f"{r['p50_ratio']:.2f}x | {r['paired_ratio']:.2f}x |")
+    lines += ["", *verdicts_markdown(report["verdicts"]), "",
+              environment_line(report["environment"]), ""]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--replay", type=Path, nargs="+", required=True,
+                        help="replay files or folders (the users and questions to time)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds over the questions (default 2)")
+    parser.add_argument("--top-k", type=int, default=TOP_K,
+                        help=f"results a Search asks for (default {TOP_K})")
+    parser.add_argument("--users", type=int, default=None,
+                        help="at most this many users, the first replay files in order (default all)")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="FLAG",
+                        help="a flag passed on to the server, e.g. --server-arg=--workers=4 "
+                             "(repeatable; the targets are judged at the defaults)")
+    add_run_args(parser, "replay", "where the stores are written", "keep the stores")
+    args = parser.parse_args(argv)
+    require_positive(parser, args, ("rounds", "top_k"))
+    if args.users is not None and args.users < 1:
+        parser.error("--users must be at least 1")
+    if args.top_k > TOP_K_MAX:
+        parser.error(f"--top-k must be at most {TOP_K_MAX}, the contract's limit")
+    if not replay_files(args.replay):
+        parser.error("--replay holds no replay files")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_and_report("replay", parse_args(argv), run, markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
