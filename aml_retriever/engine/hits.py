@@ -67,7 +67,7 @@ class HitReader:
         w = self.config.weight
         found = self.index.ranked(plan.lexical, depth * HIT_FACTOR, session_id)
         around = self._turns(found)
-        self._measure(found, around)
+        self._measure([m for m, _ in found])
         messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
                           key=lambda hit: (-hit[1], hit[0]))
         windows = self._windows_around(found, around, depth) if w("window") > 0 else []
@@ -117,16 +117,22 @@ class HitReader:
         (a window that joins two matching turns outscores either turn), discounted for length
         as a message is (`_brief`)."""
         score = defaultdict(float, messages)  # a window's other members score nothing
-        best = sorted((-self._brief(sum(map(score.__getitem__, w)), w), w)
-                      for w in windows_around(around, self.config.window_sizes)
-                      if sum(1 for m in w if score[m] > 0) >= 2)[:depth]
+        # Only a hit with another hit within a window's reach can be in a window of two hits.
+        reach = max(self.config.window_sizes, default=1) - 1
+        paired = {m: turn for m, turn in around.items() if score[m] > 0 and any(
+            score[n] > 0 for n in turn.run[max(0, turn.at - reach):turn.at + reach + 1] if n != m)}
+        held = [w for w in windows_around(paired, self.config.window_sizes)
+                if sum(1 for m in w if score[m] > 0) >= 2]
+        self._measure([m for w in held for m in w])  # the members that are no hit: not yet read
+        best = sorted((-self._brief(sum(map(score.__getitem__, w)), w), w) for w in held)[:depth]
         return [(w, -negated) for negated, w in best]
 
-    def _measure(self, messages: list[tuple[int, float]], around: dict[int, Turn]) -> None:
-        """Read the index length of every hit and of its neighbours, when brevity is on."""
+    def _measure(self, ids: list[int]) -> None:
+        """Read the index length of these messages, when brevity is on: the hits, then the
+        members of the windows scored (reading every hit's neighbours read five rows a hit)."""
         if self.config.weight("brevity") > 0:
-            ids = {m for m, _ in messages} | {m for turn in around.values() for m in turn.run}
-            self._tokens.update(token_counts(self.conn, [m for m in ids if m not in self._tokens]))
+            missing = {m for m in ids if m not in self._tokens}
+            self._tokens.update(token_counts(self.conn, sorted(missing)))
 
     def _brief(self, score: float, members: tuple[int, ...]) -> float:
         """A lexical score discounted for length beyond LONG_TOKENS: BM25 normalises term
