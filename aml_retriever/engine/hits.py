@@ -61,6 +61,7 @@ class HitReader:
         self.visible = visible
         self.rows = rows
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
+        self._brevity = config.weight("brevity")
 
     def read(self, plan: QueryPlan, depth: int, session_id: str | None) -> Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
@@ -130,7 +131,7 @@ class HitReader:
     def _measure(self, ids: list[int]) -> None:
         """Read the index length of these messages, when brevity is on: the hits, then the
         members of the windows scored (reading every hit's neighbours read five rows a hit)."""
-        if self.config.weight("brevity") > 0:
+        if self._brevity > 0:
             missing = {m for m in ids if m not in self._tokens}
             self._tokens.update(token_counts(self.conn, sorted(missing)))
 
@@ -138,11 +139,12 @@ class HitReader:
         """A lexical score discounted for length beyond LONG_TOKENS: BM25 normalises term
         frequency by length, but a long text still holds more of a question's words, and a
         reader's budget pays for every word of it (see LONG_TOKENS)."""
-        weight = self.config.weight("brevity")
+        weight = self._brevity
         if weight <= 0:
             return score
-        tokens = sum(self._tokens.get(m, 1) for m in members)
-        return score * min(1.0, LONG_TOKENS / tokens) ** weight
+        tokens = self._tokens
+        length = sum([tokens.get(m, 1) for m in members]) if len(members) > 1 else tokens.get(members[0], 1)
+        return score * min(1.0, LONG_TOKENS / length) ** weight
 
     @staticmethod
     def _segments_of(messages: list[tuple[int, float]], around: dict[int, Turn]) -> dict[int, float]:
