@@ -13,7 +13,7 @@ from reliability_support import broken_links, open_user
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message
-from aml_retriever.storage.views import turns, windows_around
+from aml_retriever.storage.views import Turn, turns, windows_around, windows_joining
 
 MINUTE = 60_000
 
@@ -164,3 +164,24 @@ def test_links_follow_conversation_order_after_any_adds_and_forgets(tmp_path_fac
         assert set(windows(svc, ids)) == {r for r in runs if len(r) > 1}
     finally:
         svc.close()
+
+
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=6), st.sets(st.integers(0, 80)),
+       st.sets(st.integers(1, 4), min_size=1, max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_the_windows_joining_hits_are_the_windows_around_them_that_hold_two(lengths, picked, sizes):
+    """What a Search scores (windows of two or more hits, found from pairs of hits) is exactly
+    what the windows around every hit hold with two or more hits in them."""
+    sessions, first = [], 1
+    for length in lengths:  # consecutive ids, a session after another
+        sessions.append(list(range(first, first + length)))
+        first += length
+    reach = max(sizes) - 1
+    around = {}
+    for session in sessions:
+        for at, m in enumerate(session):
+            lo = max(0, at - reach)
+            around[m] = Turn(tuple(session[lo:at + reach + 1]), at - lo, None)
+    hits = {m: turn for m, turn in around.items() if m in picked}
+    expected = {w for w in windows_around(hits, sizes) if sum(m in hits for m in w) >= 2}
+    assert windows_joining(hits, sizes) == expected

@@ -18,7 +18,7 @@ from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow, load_rows
 from aml_retriever.storage.timeline import Visibility
-from aml_retriever.storage.views import Turn, turns, windows_around
+from aml_retriever.storage.views import Turn, turns, windows_joining
 
 # Message hits read per candidate wanted: windows and segments are scored from the hits they
 # hold, so they need more hits than the message list keeps. FTS5 scores every match whatever the
@@ -118,12 +118,7 @@ class HitReader:
         (a window that joins two matching turns outscores either turn), discounted for length
         as a message is (`_brief`)."""
         score = defaultdict(float, messages)  # a window's other members score nothing
-        # Only a hit with another hit within a window's reach can be in a window of two hits.
-        reach = max(self.config.window_sizes, default=1) - 1
-        paired = {m: turn for m, turn in around.items() if score[m] > 0 and any(
-            score[n] > 0 for n in turn.run[max(0, turn.at - reach):turn.at + reach + 1] if n != m)}
-        held = [w for w in windows_around(paired, self.config.window_sizes)
-                if sum(1 for m in w if score[m] > 0) >= 2]
+        held = windows_joining({m: around[m] for m, _ in messages}, self.config.window_sizes)
         self._measure([m for w in held for m in w])  # the members that are no hit: not yet read
         best = sorted((-self._brief(sum(map(score.__getitem__, w)), w), w) for w in held)[:depth]
         return [(w, -negated) for negated, w in best]
