@@ -82,6 +82,7 @@ def downgrade_to_schema_6(db: Path, features_as_objects: bool = False) -> None:
     still, each message's features as the JSON object they once were)."""
     conn = sqlite3.connect(user_file(db, "u"))
     conn.execute("DROP TABLE signal_keys")
+    conn.execute("DROP INDEX messages_links")
     conn.execute("ALTER TABLE messages DROP COLUMN marks")
     if features_as_objects:
         for message_id, role, content, timestamp in conn.execute(

@@ -132,6 +132,7 @@ def test_a_store_from_before_the_token_column_is_filled_by_estimates_until_reind
     conn.execute("ALTER TABLE messages DROP COLUMN tokens")  # the file as schema 5 left it
     conn.execute("ALTER TABLE messages DROP COLUMN marks")
     conn.execute("DROP TABLE signal_keys")
+    conn.execute("DROP INDEX messages_links")
     conn.execute("PRAGMA user_version = 5")
     conn.commit()
     conn.close()

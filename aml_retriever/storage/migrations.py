@@ -96,6 +96,12 @@ CREATE TABLE signal_keys (
     PRIMARY KEY (key, message_id)
 ) WITHOUT ROWID;
 """
+# Each message's place in its conversation, apart from its text: a Search follows the links of
+# its every hit (views.turns), and in the table each step read a row holding a whole message (450
+# hits of BEAM dev messages, 1,850 characters: 1.6 ms by the table, 0.54 ms by this index).
+_LINKS_INDEX = """
+CREATE INDEX messages_links ON messages (id, prev_id, next_id, segment_id);
+"""
 
 
 # Refuses deleting audit rows; only deleting the whole user drops it for its one transaction.
@@ -200,7 +206,7 @@ CREATE TABLE removals (
     removed_ms INTEGER NOT NULL,
     reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
 );
-""" + _LIFECYCLE
+""" + _LIFECYCLE + _LINKS_INDEX
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
     # 1: the original messages with their features, the idempotency records, the per-session
@@ -346,9 +352,10 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     """,
     # 7: the signals a Search reads, stored at Add time instead of parsed from each candidate's
     # features: the keys (entities, numbers, dates, speaker) in an indexed table, the update and
-    # date marks as bits. Read from the stored features (the array form, and the object form of
-    # stores older still), so the upgrade needs no text read again; `reindex` writes them anew.
-    _SIGNAL_KEYS + """
+    # date marks as bits; and the conversation links in an index of their own. The keys and
+    # marks are read from the stored features (the array form, and the object form of stores
+    # older still), so the upgrade needs no text read again; `reindex` writes them anew.
+    _SIGNAL_KEYS + _LINKS_INDEX + """
     ALTER TABLE messages ADD COLUMN marks INTEGER NOT NULL DEFAULT 0;
     INSERT OR IGNORE INTO signal_keys (key, message_id)
         SELECT kind.prefix || item.value, m.id

@@ -26,6 +26,8 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.storage.store import rows_in
 
 WINDOW_SEPARATOR = "\n"
+# The index of each message's links and segment (shard migration 7).
+_LINKS = "INDEXED BY messages_links"
 
 
 @dataclass(frozen=True)
@@ -184,16 +186,18 @@ def turns(conn: sqlite3.Connection, ids: Collection[int], reach: int) -> dict[in
 
 def _turns_sql(reach: int) -> str:
     """SELECT id, segment_id, the `reach` ids before it (nearest first), the `reach` after, for
-    `rows_in` to complete with the ids."""
+    `rows_in` to complete with the ids; every step read from the links index, not the table
+    (SQLite would look each id up in the table, whose rows hold the messages' text)."""
     columns, joins = ["h.id", "h.segment_id"], []
     for link, alias in (("prev_id", "p"), ("next_id", "n")):
         source = "h"
         for step in range(1, reach + 1):
             columns.append(f"{source}.{link}")
             if step < reach:
-                joins.append(f"LEFT JOIN messages {alias}{step} ON {alias}{step}.id = {source}.{link}")
+                joins.append(f"LEFT JOIN messages {alias}{step} {_LINKS} "
+                             f"ON {alias}{step}.id = {source}.{link}")
                 source = f"{alias}{step}"
-    return f"SELECT {', '.join(columns)} FROM messages h {' '.join(joins)} WHERE h.id"
+    return f"SELECT {', '.join(columns)} FROM messages h {_LINKS} {' '.join(joins)} WHERE h.id"
 
 
 def windows_around(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[int, ...]]:
