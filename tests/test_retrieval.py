@@ -310,3 +310,18 @@ def test_a_word_list_cut_at_its_depth_names_no_holders(svc):
         assert cut.holders("violin") is None  # one of two holders read: the others are unknown
         assert len(whole.ranked((Term("words", "violin"),), 10)) == 2
         assert whole.holders("violin") is not None and len(whole.holders("violin")) == 2
+
+
+_MIXED_WORDS = ["café", "cafe", "Café", "naïve", "naive", "Straße", "strasse", "résumé", "plan",
+                "东京", "tokyo", "ﬁle", "file", "“quoted”", "it’s", "its", "42", "x_y", "ÉCOLE"]
+
+
+@given(st.lists(st.sampled_from(_MIXED_WORDS), max_size=12),
+       st.lists(st.sampled_from(_MIXED_WORDS), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_the_question_s_words_in_text_beyond_ascii_are_its_exact_words(text_words, asked):
+    """A text with letters beyond ASCII has the question's words its exact words hold: the
+    text's ASCII words matched as a set, its other words normalised one by one."""
+    text = " ".join(text_words) + " é"  # never ASCII
+    wanted = frozenset(w for word in asked for w in exact_words(word))
+    assert QuestionWords(wanted, None, {})._in_any_text(text) == wanted & exact_words(text)
