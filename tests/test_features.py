@@ -62,8 +62,11 @@ ascii_texts = st.lists(st.one_of(st.sampled_from(_PIECES), st.sampled_from(_GLUE
 def test_ascii_paths_find_what_the_general_patterns_find(text: str) -> None:
     assert features._ascii_names(text) == features._names(text)
     assert features._ascii_digits(text) == features._digits(text)
-    assert features._ascii_number_words(text.lower()) == features._number_words(text.lower())
-    assert features._ascii_states_update(text) == (features._UPDATE.search(text) is not None)
+    lowered = text.lower()
+    words = features.ascii_words(lowered)
+    assert features._ascii_number_words(words) == features._number_words(lowered)
+    assert features._ascii_states_update(text, lowered, words) == (
+        features._UPDATE.search(text) is not None)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -72,7 +75,7 @@ def test_date_patterns_skipped_by_the_guards_would_have_found_nothing(text: str)
     everything = frozenset(k for kinds in dates._NEEDS.values() for k in kinds)
     guarded = dates.extract_dates(text, 1685000000000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dates, "_present", lambda lowered: everything)
+        patch.setattr(dates, "_present", lambda lowered, words=None: everything)
         assert guarded == dates.extract_dates(text, 1685000000000)
 
 
@@ -85,6 +88,17 @@ def test_every_word_a_date_guard_looks_for_still_finds_its_dates() -> None:
             for text in (template.format(word), template.format(word.title())):
                 guarded = dates.extract_dates(text, 1685000000000)
                 with pytest.MonkeyPatch.context() as patch:
-                    patch.setattr(dates, "_present", lambda lowered: frozenset(
+                    patch.setattr(dates, "_present", lambda lowered, words=None: frozenset(
                         k for kinds in dates._NEEDS.values() for k in kinds))
                     assert guarded == dates.extract_dates(text, 1685000000000), text
+
+
+@settings(max_examples=400, deadline=None)
+@given(ascii_texts)
+def test_one_reading_of_the_words_finds_what_each_feature_finds_alone(text: str) -> None:
+    """extract reads an ASCII text's words once for numbers, dates and update cues; each feature
+    read on its own finds the same."""
+    found = features.extract("user", text, 1685000000000)
+    assert found.numbers == features.numbers_of(text)
+    assert list(found.dates) == dates.extract_dates(text, 1685000000000)
+    assert found.update == (features._UPDATE.search(text) is not None)

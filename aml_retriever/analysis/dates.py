@@ -87,8 +87,10 @@ def _holds_year(text: str) -> bool:
     return False
 
 
-def _present(lowered: str) -> frozenset[str]:
-    """Which of the things date patterns need a text holds (see _NEEDS)."""
+def _present(lowered: str, words: frozenset[str] | None = None) -> frozenset[str]:
+    """Which of the things date patterns need a text holds (see _NEEDS); `words`: an ASCII
+    text's words, when the caller has them (features.extract reads them once for every
+    feature)."""
     present = {kind for kind, cues in _CUES.items() if any(c in lowered for c in cues)}
     if _ANY_DIGIT.search(lowered):
         present.add("digit")
@@ -97,7 +99,8 @@ def _present(lowered: str) -> frozenset[str]:
     if "-" in lowered:
         present.add("-")
     if lowered.isascii():
-        words = set(lowered.translate(ASCII_WORD_GAPS).split())
+        if words is None:
+            words = frozenset(lowered.translate(ASCII_WORD_GAPS).split())
         present.add("month")
         present -= {kind for kind, names in _WHOLE_WORDS.items() if words.isdisjoint(names)}
     elif any(name in lowered for name in _MONTH_NAMES):
@@ -209,9 +212,11 @@ def _relative_unit(modifier: str, unit: str, ref: dt.date) -> str:
     return str(ref.year + step)
 
 
-def extract_dates(text: str, reference_ms: int | None) -> list[str]:
-    """Every date the text mentions, resolved against the message time (UTC), in text order,
-    without repeats. Spans already read by a more specific pattern are not read again."""
+def extract_dates(text: str, reference_ms: int | None,
+                  words: frozenset[str] | None = None) -> list[str]:
+    r"""Every date the text mentions, resolved against the message time (UTC), in text order,
+    without repeats. Spans already read by a more specific pattern are not read again.
+    `words`: an ASCII text's lowercase words (`\w` runs), when the caller has them."""
     ref = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=reference_ms)).date() \
         if reference_ms is not None else dt.date.today()
     lowered = text.lower()
@@ -219,7 +224,7 @@ def extract_dates(text: str, reference_ms: int | None) -> list[str]:
     # work stays linear in the text however many dates it holds.
     taken = bytearray(len(lowered))
     found: list[tuple[int, str]] = []
-    present = _present(lowered)
+    present = _present(lowered, words)
     for kind, pattern in _PATTERNS:
         if not _NEEDS[kind] <= present:
             continue
