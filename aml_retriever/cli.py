@@ -61,7 +61,7 @@ CONSOLE_PROG = "aml-retriever"
 # The settings `mcp` reads (the ranking, durability, logs, proposals); the HTTP server's own
 # (host, port, key, limits, workers) mean nothing to it and are not offered as its flags.
 MCP_SETTINGS = frozenset({"synchronous", "log_level", "log_format", "signal_weights",
-                          "candidate_depth", "window_sizes", "segment_gap_minutes",
+                          "candidate_depth", "hit_depth", "window_sizes", "segment_gap_minutes",
                           "segment_max_messages", "proposed_statements"})
 
 

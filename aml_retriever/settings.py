@@ -81,6 +81,9 @@ SETTINGS: tuple[Setting, ...] = (
             "leaderboard's reader: 117760)", minimum=0),
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
+    Setting("hit_depth", _RETRIEVAL.hit_depth, int, "message hits read for each candidate "
+            "wanted, for the windows and segments scored from them (times candidate_depth)",
+            minimum=1),
     Setting("window_sizes", ",".join(map(str, _RETRIEVAL.window_sizes)), str,
             "sliding window sizes in messages, comma-separated"),
     Setting("segment_gap_minutes", _RETRIEVAL.segment_gap_minutes, float,
@@ -118,6 +121,7 @@ class Config:
         return RetrievalConfig(
             weights={**DEFAULT_WEIGHTS, **parse_weights(self.values["signal_weights"])},
             candidate_depth=self.values["candidate_depth"],
+            hit_depth=self.values["hit_depth"],
             window_sizes=parse_window_sizes(self.values["window_sizes"]),
             segment_gap_minutes=self.values["segment_gap_minutes"],
             segment_max_messages=self.values["segment_max_messages"])

@@ -325,3 +325,23 @@ def test_the_question_s_words_in_text_beyond_ascii_are_its_exact_words(text_word
     text = " ".join(text_words) + " é"  # never ASCII
     wanted = frozenset(w for word in asked for w in exact_words(word))
     assert QuestionWords(wanted, None, {})._in_any_text(text) == wanted & exact_words(text)
+
+
+@pytest.mark.parametrize("hit_depth", [1, 4, 7])
+def test_the_first_stage_reads_hit_depth_hits_for_each_candidate_wanted(tmp_path, monkeypatch,
+                                                                          hit_depth):
+    """`hit_depth` is the first stage's depth: the question's terms are read hit_depth times as
+    deep as the lists it ranks (candidate_depth, or top_k when larger)."""
+    config = RetrievalConfig().with_values(hit_depth=hit_depth)
+    svc = MemoryService.open(str(tmp_path / "aml.db"), retrieval=config, synchronous="NORMAL")
+    try:
+        svc.add(AddRequest("r", "u", "s", tuple(Message("user", f"the harbour ferry {i}", i)
+                                                 for i in range(3))))
+        limits = []
+        ranked = TermIndex.ranked
+        monkeypatch.setattr(TermIndex, "ranked", lambda self, terms, limit, *rest:
+                            limits.append(limit) or ranked(self, terms, limit, *rest))
+        svc.search(SearchRequest("harbour ferry", "u", 30, (), None))
+        assert limits[0] == 30 * hit_depth
+    finally:
+        svc.close()

@@ -83,6 +83,12 @@ class RetrievalConfig:
     # 10k-message Search p50 of 2.0 / 2.4 / 3.0 / 4.4 / 8.4 ms; synthetic suites .739 at 20 vs
     # .738 at 30. Twice the default top_k keeps the ranking at a quarter less time.
     candidate_depth: int = 20
+    # Message hits read for every candidate wanted (times the depth above): windows and segments
+    # are scored from the hits they hold, so they need more hits than the message list keeps.
+    # The first stage's depth, and the cost of a Search that grows with it (each hit's links,
+    # length and windows are read). LoCoMo dev at top_k 100, 1.5 / 2 / 3 / 4: MRR .629 / .634 /
+    # .643 / .649, R@100 .884 / .896 / .916 / .924; BEAM 500K R@100 .709 / .724 / .727 / .747.
+    hit_depth: int = 4
     # Sliding window sizes, in messages (3 beat 2 in measurements on long conversations). Read
     # from the conversation order at Search time, so changing them needs no reindex.
     window_sizes: tuple[int, ...] = (3,)

@@ -20,10 +20,6 @@ from aml_retriever.engine.rows import MessageRow, load_rows
 from aml_retriever.storage.timeline import Visibility
 from aml_retriever.storage.views import Turn, turns, windows_joining
 
-# Message hits read per candidate wanted: windows and segments are scored from the hits they
-# hold, so they need more hits than the message list keeps. FTS5 scores every match whatever the
-# LIMIT, so the deeper read costs little.
-HIT_FACTOR = 4
 # A text longer than this many index terms (words, or CJK unigrams and bigrams) has its lexical
 # score scaled by LONG_TOKENS / length (to the power of the brevity weight). Chat turns stay below
 # it (LoCoMo messages ~25 words, windows of three ~80: LoCoMo dev figures unchanged), long
@@ -66,7 +62,7 @@ class HitReader:
     def read(self, plan: QueryPlan, depth: int, session_id: str | None) -> Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
         w = self.config.weight
-        found = self.index.ranked(plan.lexical, depth * HIT_FACTOR, session_id)
+        found = self.index.ranked(plan.lexical, depth * self.config.hit_depth, session_id)
         around = self._turns(found)
         self._measure([m for m, _ in found])
         messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
