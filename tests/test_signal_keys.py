@@ -106,7 +106,7 @@ def test_a_store_of_schema_6_gets_the_same_keys_and_answers_on_open(db, features
     try:
         assert answers(svc) == before
         conn = sqlite3.connect(user_file(db, "u"))
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS) == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(SHARD_MIGRATIONS) == 8
         conn.close()
         assert stored(db) == keys
     finally:
@@ -166,3 +166,25 @@ def test_a_period_meets_the_dates_within_it_and_around_it(db, question, periods)
     finally:
         conn.close()
     assert {p: set(ids) for p, ids in held.items()} == periods
+
+
+def test_a_store_of_schema_7_gets_the_links_index_and_answers_as_before(db):
+    """Shard migration 8: the links every Search follows get an index of their own."""
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    before = answers(svc)
+    svc.close()
+    conn = sqlite3.connect(user_file(db, "u"))
+    conn.execute("DROP INDEX messages_links")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+    svc = MemoryService.open(str(db), synchronous="NORMAL")
+    try:
+        assert answers(svc) == before
+        conn = sqlite3.connect(user_file(db, "u"))
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'messages_links'"
+                            ).fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        conn.close()
+    finally:
+        svc.close()

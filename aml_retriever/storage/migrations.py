@@ -352,10 +352,9 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     """,
     # 7: the signals a Search reads, stored at Add time instead of parsed from each candidate's
     # features: the keys (entities, numbers, dates, speaker) in an indexed table, the update and
-    # date marks as bits; and the conversation links in an index of their own. The keys and
-    # marks are read from the stored features (the array form, and the object form of stores
-    # older still), so the upgrade needs no text read again; `reindex` writes them anew.
-    _SIGNAL_KEYS + _LINKS_INDEX + """
+    # date marks as bits. Read from the stored features (the array form, and the object form of
+    # stores older still), so the upgrade needs no text read again; `reindex` writes them anew.
+    _SIGNAL_KEYS + """
     ALTER TABLE messages ADD COLUMN marks INTEGER NOT NULL DEFAULT 0;
     INSERT OR IGNORE INTO signal_keys (key, message_id)
         SELECT kind.prefix || item.value, m.id
@@ -378,4 +377,6 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
                                 WHEN 'array' THEN '$[3]' ELSE '$.dates' END), 0) > 0
                THEN 2 ELSE 0 END;
     """,
+    # 8: the conversation links in an index of their own (a Search follows every hit's links).
+    _LINKS_INDEX,
 )

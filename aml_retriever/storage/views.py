@@ -26,7 +26,7 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.storage.store import rows_in
 
 WINDOW_SEPARATOR = "\n"
-# The index of each message's links and segment (shard migration 7).
+# The index of each message's links and segment (shard migration 8).
 _LINKS = "INDEXED BY messages_links"
 
 
