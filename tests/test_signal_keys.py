@@ -1,8 +1,8 @@
 """The signals a Search reads are stored at Add time (shard migration 7): each message's names,
-numbers, dates and speaker as keys in `signal_keys`, its update and date marks as bits. A Search
-reads the question's keys by key (engine/keys.py) instead of parsing every candidate's features;
-the upgrade from schema 6 derives them from the stored features, `reindex` writes them anew, and
-a removal takes a message's keys with it."""
+numbers, dates and speaker as keys beside it (`signal_keys`, each between newlines), its update
+and date marks as bits. A Search looks the question's keys up in its candidates' (engine/keys.py)
+instead of parsing every candidate's features; the upgrade from schema 6 derives them from the
+stored features, and `reindex` writes them anew."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from reliability_support import user_file
 
 from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE, extract
-from aml_retriever.engine.keys import HeldKeys
+from aml_retriever.engine.keys import QuestionKeys
 from aml_retriever.engine.query import plan
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_add, parse_search
@@ -48,12 +48,15 @@ def answers(svc: MemoryService) -> list[list[tuple[str, float]]]:
 
 
 def stored(db: Path) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
+    """Every (key, message) the user's file holds, and each message's marks."""
     conn = sqlite3.connect(user_file(db, "u"))
     try:
-        return (conn.execute("SELECT key, message_id FROM signal_keys ORDER BY 1, 2").fetchall(),
-                conn.execute("SELECT id, marks FROM messages ORDER BY id").fetchall())
+        rows = conn.execute("SELECT id, signal_keys, marks FROM messages ORDER BY id").fetchall()
     finally:
         conn.close()
+    keys = sorted((key, i) for i, text, _ in rows for key in text.split("\n") if key)
+    assert all(text == "" or (text[0] == text[-1] == "\n") for _, text, _ in rows)
+    return keys, [(i, marks) for i, _, marks in rows]
 
 
 @pytest.fixture
@@ -81,9 +84,9 @@ def downgrade_to_schema_6(db: Path, features_as_objects: bool = False) -> None:
     """The user file as schema 6 left it: no keys table, no marks (and, for the stores older
     still, each message's features as the JSON object they once were)."""
     conn = sqlite3.connect(user_file(db, "u"))
-    conn.execute("DROP TABLE signal_keys")
     conn.execute("DROP INDEX messages_links")
     conn.execute("ALTER TABLE messages DROP COLUMN marks")
+    conn.execute("ALTER TABLE messages DROP COLUMN signal_keys")
     if features_as_objects:
         for message_id, role, content, timestamp in conn.execute(
                 "SELECT id, role, content, timestamp_ms FROM messages").fetchall():
@@ -116,8 +119,7 @@ def test_a_store_of_schema_6_gets_the_same_keys_and_answers_on_open(db, features
 def test_reindex_writes_the_keys_and_marks_anew(db):
     keys = stored(db)
     conn = sqlite3.connect(user_file(db, "u"))
-    conn.execute("DELETE FROM signal_keys")
-    conn.execute("UPDATE messages SET marks = 0")
+    conn.execute("UPDATE messages SET marks = 0, signal_keys = ''")
     conn.commit()
     conn.close()
     svc = MemoryService.open(str(db), synchronous="NORMAL")
@@ -126,17 +128,6 @@ def test_reindex_writes_the_keys_and_marks_anew(db):
     finally:
         svc.close()
     assert stored(db) == keys
-
-
-def test_a_removed_message_takes_its_keys_and_no_other(db):
-    svc = MemoryService.open(str(db), synchronous="NORMAL")
-    try:
-        svc.forget("u", [2], "forget")
-    finally:
-        svc.close()
-    keys, _ = stored(db)
-    assert not [k for k in keys if k[1] == 2]
-    assert ("e:lisbon", 1) in keys and ("s:melanie", 4) in keys  # the others' keys stay
 
 
 def test_the_question_s_keys_rank_as_the_features_they_stand_for(db):
@@ -159,13 +150,16 @@ def test_the_question_s_keys_rank_as_the_features_they_stand_for(db):
     ("What happened in March 2024?", {"2024-03": set()}),
 ])
 def test_a_period_meets_the_dates_within_it_and_around_it(db, question, periods):
-    """dates.covers, read from the keys: a date within the period, or one the period lies in."""
+    """dates.covers, looked up in the stored keys: a date within the period, or one the period
+    lies in."""
     conn = sqlite3.connect(user_file(db, "u"))
     try:
-        held = HeldKeys(conn, plan(question)).periods
+        rows = conn.execute("SELECT id, signal_keys FROM messages").fetchall()
     finally:
         conn.close()
-    assert {p: set(ids) for p, ids in held.items()} == periods
+    needles = QuestionKeys(plan(question)).periods
+    assert {p: {i for i, keys in rows if any(n in keys for n in found_by)}
+            for p, found_by in needles.items()} == periods
 
 
 def test_a_store_of_schema_7_gets_the_links_index_and_answers_as_before(db):
@@ -188,3 +182,20 @@ def test_a_store_of_schema_7_gets_the_links_index_and_answers_as_before(db):
         conn.close()
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize("question,holders", [
+    ("Did they move to Lisbon?", {"lisbon": {1}}),
+    ("Did they move to Lisb?", {"lisb": set()}),  # a key is found whole, never by its start
+    ("Was it 120 euros?", {"120": set()}),  # 1200 is not 120
+])
+def test_a_question_s_name_or_number_is_held_only_whole(db, question, holders):
+    conn = sqlite3.connect(user_file(db, "u"))
+    try:
+        rows = conn.execute("SELECT id, signal_keys FROM messages").fetchall()
+    finally:
+        conn.close()
+    asked = QuestionKeys(plan(question))
+    needles = {**asked.entities, **asked.numbers}
+    assert {v: {i for i, keys in rows if any(n in keys for n in found_by)}
+            for v, found_by in needles.items()} == holders

@@ -259,7 +259,8 @@ def test_a_user_file_of_schema_4_upgrades_with_record_times_and_an_empty_log(tmp
         ALTER TABLE messages DROP COLUMN retired_ms; ALTER TABLE messages DROP COLUMN superseded_by;
         ALTER TABLE messages DROP COLUMN origin; ALTER TABLE messages DROP COLUMN trust;
         ALTER TABLE messages DROP COLUMN fingerprint; ALTER TABLE messages DROP COLUMN tokens;
-        ALTER TABLE messages DROP COLUMN marks; DROP TABLE signal_keys; DROP INDEX messages_links;
+        DROP INDEX messages_links; ALTER TABLE messages DROP COLUMN marks;
+        ALTER TABLE messages DROP COLUMN signal_keys;
         PRAGMA user_version = 4;""")
     (created,) = conn.execute("SELECT created_ms FROM requests").fetchone()
     conn.close()

@@ -130,9 +130,9 @@ def test_a_store_from_before_the_token_column_is_filled_by_estimates_until_reind
     path = user_file(db, "u")
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE messages DROP COLUMN tokens")  # the file as schema 5 left it
-    conn.execute("ALTER TABLE messages DROP COLUMN marks")
-    conn.execute("DROP TABLE signal_keys")
     conn.execute("DROP INDEX messages_links")
+    conn.execute("ALTER TABLE messages DROP COLUMN marks")
+    conn.execute("ALTER TABLE messages DROP COLUMN signal_keys")
     conn.execute("PRAGMA user_version = 5")
     conn.commit()
     conn.close()

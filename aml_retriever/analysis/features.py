@@ -61,9 +61,10 @@ _UPDATE_PHRASES = ("moved to", "moving to", "no longer", "any more", "these days
 
 # The stored array's fields at their defaults (see Features.to_json).
 _DEFAULTS: list[Any] = ["", [], [], [], 0]
-# How each kind of signal key begins (Features.keys): a Search reads the messages holding a
-# question's keys by key, from the user file's signal_keys table.
+# How each kind of signal key begins (Features.keys). A message's keys are stored with it, each
+# between newlines (`keys_text`), and a Search looks the question's keys up in them (`needle`).
 ENTITY_KEY, NUMBER_KEY, DATE_KEY, SPEAKER_KEY = "e:", "n:", "d:", "s:"
+KEY_END = "\n"
 # The bits of a message's marks (Features.marks), read with its row.
 MARK_UPDATE, MARK_DATED = 1, 2
 
@@ -94,6 +95,11 @@ class Features:
             keys.append(SPEAKER_KEY + self.speaker)
         return list(dict.fromkeys(keys))
 
+    def keys_text(self) -> str:
+        """Its keys as stored: each between newlines, so `needle(key)` finds a whole key."""
+        keys = self.keys()
+        return KEY_END + KEY_END.join(map(_one_line, keys)) + KEY_END if keys else ""
+
     @property
     def marks(self) -> int:
         """Whether it states an update and whether it states a date, as bits (MARK_*)."""
@@ -110,6 +116,16 @@ class Features:
                        bool(data.get("update", False)))
         speaker, entities, numbers, dates, update = data + _DEFAULTS[len(data):]
         return cls(speaker, tuple(entities), tuple(numbers), tuple(dates), bool(update))
+
+
+def needle(key: str) -> str:
+    """What a whole key is found by in a message's stored keys (Features.keys_text)."""
+    return KEY_END + _one_line(key) + KEY_END
+
+
+def _one_line(key: str) -> str:
+    """A key as stored: a newline within it (a quoted title may hold one) read as a space."""
+    return key.replace(KEY_END, " ")
 
 
 def speaker_of(role: str, content: str) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """The second stage of a Search: from the hits to the ranked lists fusion reads. The candidates
 (every message and window some list holds, `candidates_of`), the speakers the question names
 (`named_speakers`), and `FusedLists`: the lexical lists, the facts about each candidate (with
-the question's stored keys, keys.py) and one list per feature signal switched on (scoring.py)."""
+the question's keys looked up in theirs, keys.py) and one list per feature signal switched on (scoring.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sqlite3
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.fusion import Candidate
 from aml_retriever.engine.hits import Hits
-from aml_retriever.engine.keys import HeldKeys
+from aml_retriever.engine.keys import QuestionKeys
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow
 from aml_retriever.engine.scoring import RANKERS, Facts, Key
@@ -44,11 +44,11 @@ class FusedLists:
     """The ranked lists of one question, from its hits and the facts about its candidates."""
 
     def __init__(self, config: RetrievalConfig, rows: dict[int, MessageRow],
-                 words: QuestionWords, held: HeldKeys) -> None:
+                 words: QuestionWords, asked: QuestionKeys) -> None:
         self.config = config
         self.rows = rows
         self.words = words
-        self.held = held
+        self.asked = asked
 
     def build(self, plan: QueryPlan, hits: Hits, candidates: Candidates
               ) -> tuple[dict[str, list[Key]], list[Facts]]:
@@ -76,5 +76,5 @@ class FusedLists:
             words=self.words.shared(candidate.members)
             if self.config.weight("coverage") > 0 or plan.asks_current else frozenset(),
             follows_hit=following.get(candidate.members[0]) if candidate.view == "message" else None,
-            held=self.held,
+            asked=self.asked,
         )

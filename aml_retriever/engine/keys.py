@@ -1,67 +1,47 @@
-"""The question's signal keys in the user's memory: which messages hold each of its names,
-numbers, dates and speakers, read by key from what every Add stored (`signal_keys`, written by
-memory/derived.py), so no candidate's features are parsed at Search time. A kind is read only
-when a ranker asks for it: most questions name no number, date or speaker.
+"""The question's signal keys, as a Search looks them up in its candidates: each message's names,
+numbers, dates and speaker are stored at Add time beside it (`messages.signal_keys`, each key
+between newlines) and read with its row, so a ranker asks whether a candidate holds one of the
+question's keys instead of parsing every candidate's features.
 
 Parsing each candidate's stored features took 14% of a top_k 100 Search on long messages (BEAM
-dev, profiled, 160 candidates of 460 words each); reading the question's keys is one indexed
-lookup a key, whatever the number of candidates."""
+dev, profiled, 160 candidates of 460 words each). An index of the keys (a table by key, read with
+one lookup a key) cost an Add of long messages 120 to 180 us a message, a third of its time
+besides the features, for the same Search; the keys read with the row cost it nothing more."""
 
 from __future__ import annotations
 
-import sqlite3
 from functools import cached_property
 
-from aml_retriever.analysis.features import DATE_KEY, ENTITY_KEY, NUMBER_KEY, SPEAKER_KEY
+from aml_retriever.analysis.features import DATE_KEY, ENTITY_KEY, KEY_END, NUMBER_KEY, SPEAKER_KEY, needle
 from aml_retriever.engine.query import QueryPlan
 
-Holders = dict[str, frozenset[int]]  # a question's value -> the messages holding it
+Needles = dict[str, tuple[str, ...]]  # a question's value -> what finds it in a message's keys
 
 
-class HeldKeys:
-    """One Search's view of the stored keys of its question (`plan`, with its speakers named)."""
+class QuestionKeys:
+    """What finds each of the question's names, numbers, periods and speakers (`plan`, with its
+    speakers named) in a message's stored keys: a message holds a value when its keys hold one
+    of the value's needles."""
 
-    def __init__(self, conn: sqlite3.Connection, plan: QueryPlan) -> None:
-        self.conn = conn
+    def __init__(self, plan: QueryPlan) -> None:
         self.plan = plan
 
     @cached_property
-    def entities(self) -> Holders:
-        return {e: self._holding(ENTITY_KEY + e) for e in sorted(self.plan.entities)}
+    def entities(self) -> Needles:
+        return {e: (needle(ENTITY_KEY + e),) for e in sorted(self.plan.entities)}
 
     @cached_property
-    def numbers(self) -> Holders:
-        return {n: self._holding(NUMBER_KEY + n) for n in sorted(self.plan.numbers)}
+    def numbers(self) -> Needles:
+        return {n: (needle(NUMBER_KEY + n),) for n in sorted(self.plan.numbers)}
 
     @cached_property
-    def speakers(self) -> Holders:
-        return {s: self._holding(SPEAKER_KEY + s) for s in sorted(self.plan.speakers)}
+    def speakers(self) -> Needles:
+        return {s: (needle(SPEAKER_KEY + s),) for s in sorted(self.plan.speakers)}
 
     @cached_property
-    def periods(self) -> Holders:
-        """Each period the question names -> the messages stating a date it covers or that
-        covers it (dates.covers: "2023-05" and "2023-05-20" meet, so do "2023" and "2023-05")."""
-        return {p: self._dated_within(p) | self._dated_around(p) for p in self.plan.dates}
-
-    def _holding(self, key: str) -> frozenset[int]:
-        return frozenset(m for (m,) in self.conn.execute(
-            "SELECT message_id FROM signal_keys WHERE key = ?", (key,)))
-
-    def _dated_within(self, period: str) -> frozenset[int]:
-        """Messages stating a date that starts with the period: the keys from DATE_KEY + period
-        up to the next prefix (the period's last character moved one on)."""
-        if not period:
-            return frozenset()
-        after = period[:-1] + chr(ord(period[-1]) + 1)
-        return frozenset(m for (m,) in self.conn.execute(
-            "SELECT message_id FROM signal_keys WHERE key >= ? AND key < ?",
-            (DATE_KEY + period, DATE_KEY + after)))
-
-    def _dated_around(self, period: str) -> frozenset[int]:
-        """Messages stating a date the period starts with (a year or month holding the day)."""
-        prefixes = [DATE_KEY + period[:end] for end in range(1, len(period))]
-        if not prefixes:
-            return frozenset()
-        marks = ",".join("?" * len(prefixes))
-        return frozenset(m for (m,) in self.conn.execute(
-            f"SELECT message_id FROM signal_keys WHERE key IN ({marks})", prefixes))
+    def periods(self) -> Needles:
+        """Each period the question names -> the dates that meet it (dates.covers): any date
+        that starts with it ("2023-05" holds "2023-05-20"; a key's start, without its end), and
+        the dates it starts with ("2023" and "2023-05" around "2023-05-20"; whole keys)."""
+        return {p: (KEY_END + DATE_KEY + p, *(needle(DATE_KEY + p[:end]) for end in range(1, len(p))))
+                for p in self.plan.dates if p}

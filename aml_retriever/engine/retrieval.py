@@ -17,7 +17,7 @@ from aml_retriever.engine.candidates import TermIndex
 from aml_retriever.engine.facts import Candidates, FusedLists, candidates_of, named_speakers
 from aml_retriever.engine.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.engine.hits import HitReader
-from aml_retriever.engine.keys import HeldKeys
+from aml_retriever.engine.keys import QuestionKeys
 from aml_retriever.engine.provenance import Explanation, Part, flags
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.reorder import Reordering
@@ -92,8 +92,8 @@ class Retrieval:
         hits = self._hits.read(plan, depth, session_id)
         plan = replace(plan, speakers=named_speakers(self.conn, plan))
         candidates = candidates_of(hits)
-        held = HeldKeys(self.conn, plan)
-        lists, facts = FusedLists(self.config, self.rows, words, held).build(plan, hits, candidates)
+        asked = QuestionKeys(plan)
+        lists, facts = FusedLists(self.config, self.rows, words, asked).build(plan, hits, candidates)
         fused = rrf(lists, self.config.weights, self.config.rrf_k)
         arranged = Reordering(self.config, self.rows, self.index).apply(plan, fused, facts)
         flagged = flags(self.config, self.rows, lists, hits.segments,

@@ -24,6 +24,7 @@ class MessageRow:
     timestamp_ms: int
     segment_id: int | None
     marks: int  # features.MARK_*: whether it states an update, a date
+    signal_keys: str  # its names, numbers, dates and speaker (features.Features.keys_text)
     recorded_ms: int
     valid_ms: int | None
     retired_ms: int | None
@@ -39,7 +40,7 @@ class MessageRow:
 def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterable[int]) -> None:
     """Add to `rows` the messages of `ids` it does not hold yet."""
     missing = [i for i in ids if i not in rows]
-    for row in rows_in(conn, "SELECT id, session_id, role, content, timestamp_ms, "
-                       "segment_id, marks, recorded_ms, valid_ms, retired_ms, superseded_by, "
+    for row in rows_in(conn, "SELECT id, session_id, role, content, timestamp_ms, segment_id, "
+                       "marks, signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, "
                        "trust, origin FROM messages WHERE id", missing):
         rows[row[0]] = MessageRow(*row)

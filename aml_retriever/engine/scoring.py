@@ -13,7 +13,7 @@ from typing import Protocol
 
 from aml_retriever.analysis.dates import covers
 from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE
-from aml_retriever.engine.keys import HeldKeys, Holders
+from aml_retriever.engine.keys import Needles, QuestionKeys
 from aml_retriever.engine.query import QueryPlan
 
 Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its messages
@@ -22,10 +22,10 @@ Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its m
 class Evidence(Protocol):
     """One stored message as ranking reads it (rows.MessageRow)."""
 
-    id: int
     timestamp_ms: int
     role: str
     marks: int  # features.MARK_*
+    signal_keys: str  # its names, numbers, dates and speaker (features.Features.keys_text)
     day: str  # the date it was said, "YYYY-MM-DD"
 
 
@@ -33,37 +33,37 @@ class Facts:
     """What ranking knows of one candidate (a message or a window), merged over its messages.
     Each feature fact is read only when a ranker asks for it: most questions name no number,
     date or speaker, so most facts of most candidates are never needed. The question's names,
-    numbers, dates and speakers a candidate holds come from the stored keys (keys.py)."""
+    numbers, dates and speakers a candidate holds are looked up in its stored keys (keys.py)."""
 
     def __init__(self, key: Key, base_rank: int, rows: Sequence[Evidence], words: frozenset[str],
-                 follows_hit: int | None, held: HeldKeys) -> None:
+                 follows_hit: int | None, asked: QuestionKeys) -> None:
         self.key = key
         self.base_rank = base_rank  # its place in its own lexical list: every feature's tie-break
         self.rows = rows
         self.words = words  # the question's exact words it contains
         self.follows_hit = follows_hit  # rank of the strong hit it directly follows, if any
-        self.held = held
+        self.asked = asked
         self.time_ms = rows[-1].timestamp_ms
 
-    def _holds(self, holders: Holders) -> frozenset[str]:
-        """The question's values whose holders include one of its messages."""
-        return frozenset(value for value, ids in holders.items()
-                         if any(r.id in ids for r in self.rows))
+    def _holds(self, needles: Needles) -> frozenset[str]:
+        """The question's values one of its messages' keys hold."""
+        return frozenset(value for value, found_by in needles.items()
+                         if any(n in r.signal_keys for r in self.rows for n in found_by))
 
     @cached_property
     def entities(self) -> frozenset[str]:
         """The question's names it holds."""
-        return self._holds(self.held.entities)
+        return self._holds(self.asked.entities)
 
     @cached_property
     def numbers(self) -> frozenset[str]:
         """The question's numbers it holds."""
-        return self._holds(self.held.numbers)
+        return self._holds(self.asked.numbers)
 
     @cached_property
     def periods(self) -> frozenset[str]:
         """The question's periods that a date it states meets (dates.covers)."""
-        return self._holds(self.held.periods)
+        return self._holds(self.asked.periods)
 
     @cached_property
     def dated(self) -> bool:
@@ -78,7 +78,7 @@ class Facts:
     @cached_property
     def speakers(self) -> frozenset[str]:
         """The speakers the question names that said one of its messages."""
-        return self._holds(self.held.speakers)
+        return self._holds(self.asked.speakers)
 
     @cached_property
     def update(self) -> bool:

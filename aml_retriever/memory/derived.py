@@ -1,5 +1,5 @@
-"""The rows derived from stored messages: a message's full-text row, signal keys and speaker, and
-the links and segments of its session. An Add writes them with its messages (writes.py); a reindex (upkeep.py)
+"""The rows derived from stored messages: a message's full-text row and speaker, and the links and
+segments of its session. An Add writes them with its messages (writes.py); a reindex (upkeep.py)
 and a removal (removal.py) derive them again."""
 
 from __future__ import annotations
@@ -16,28 +16,18 @@ from aml_retriever.storage.views import ViewBuilder
 
 def index_message(conn: sqlite3.Connection, message_id: int, content: str,
                   features: Features) -> None:
-    """The rows a Search finds a stored message by: its full-text row, its signal keys, and its
-    speaker."""
+    """The rows a Search finds a stored message by: its full-text row, and its speaker."""
     if features.speaker:
         conn.execute("INSERT OR IGNORE INTO speakers (speaker) VALUES (?)", (features.speaker,))
     terms = index_text(content)
     conn.execute("INSERT INTO message_index (rowid, words, grams) VALUES (?, ?, ?)",
                  (message_id, terms.words, terms.grams))
-    conn.executemany("INSERT OR IGNORE INTO signal_keys (key, message_id) VALUES (?, ?)",
-                     [(key, message_id) for key in features.keys()])
-
-
-def unindex_keys(conn: sqlite3.Connection, message_id: int, features: Features) -> None:
-    """Delete a message's signal keys, found by the keys its stored features give."""
-    conn.executemany("DELETE FROM signal_keys WHERE key = ? AND message_id = ?",
-                     [(key, message_id) for key in features.keys()])
 
 
 def empty_indexes(conn: sqlite3.Connection) -> None:
-    """Delete every row of every full-text index, and every signal key."""
+    """Delete every row of every full-text index."""
     for index in INDEXES:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('delete-all')")
-    conn.execute("DELETE FROM signal_keys")
 
 
 def rebuild_views(conn: sqlite3.Connection, config: RetrievalConfig, sessions: list[str]) -> None:

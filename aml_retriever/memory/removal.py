@@ -13,7 +13,7 @@ from typing import Any
 from aml_retriever.analysis.features import Features
 from aml_retriever.analysis.tokenizer import index_text
 from aml_retriever.common.errors import StorageFull, UserStoreDamaged
-from aml_retriever.memory.derived import empty_indexes, rebuild_views, unindex_keys
+from aml_retriever.memory.derived import empty_indexes, rebuild_views
 from aml_retriever.memory.parts import Part
 from aml_retriever.storage import audit
 from aml_retriever.storage.timeline import withheld_changed
@@ -89,11 +89,10 @@ class Removal(Part):
         if not rows:
             return []
         removed_ms = int(time.time() * 1000)
-        for message_id, _, content, features, fingerprint, successor in rows:
+        for message_id, _, content, _, fingerprint, successor in rows:
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
                          "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
-            unindex_keys(conn, message_id, Features.from_json(features))
             conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
             conn.execute("INSERT INTO removals (message_id, removed_ms, reason) VALUES (?, ?, ?)",
                          (message_id, removed_ms, reason))

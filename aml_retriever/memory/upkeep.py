@@ -42,9 +42,9 @@ class Upkeep(Part):
         rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
-            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ? WHERE id = ?",
-                         (features.to_json(), estimate_tokens(content), features.marks,
-                          message_id))
+            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ? "
+                         "WHERE id = ?", (features.to_json(), estimate_tokens(content),
+                                          features.marks, features.keys_text(), message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])

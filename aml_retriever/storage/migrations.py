@@ -77,25 +77,16 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     -- (analysis/tokens.py), so an answer window is filled without reading the texts it leaves
     -- out. NULL in a file upgraded from before until `reindex`: estimated when read.
     tokens INTEGER,
-    -- Migration 7: what a Search reads of its features besides its keys (signal_keys), as bits
-    -- (features.MARK_UPDATE: it states an update; features.MARK_DATED: it states a date).
-    marks INTEGER NOT NULL DEFAULT 0
+    -- Migration 7: what a Search's rankers read of its features, read with its row instead of
+    -- parsed from them: whether it states an update or a date, as bits (features.MARK_*), and
+    -- its names, numbers, dates and speaker as keys, each between newlines (features.keys_text).
+    marks INTEGER NOT NULL DEFAULT 0,
+    signal_keys TEXT NOT NULL DEFAULT ''
 );"""
 # The conversation order of a session across Adds: (timestamp, arrival).
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
 
 
-# The signal keys of each message (features.Features.keys): "e:" a name, "n:" a number, "d:" a
-# date, "s:" its speaker. A Search reads which messages hold the question's keys by key
-# (engine/keys.py), so no candidate's features are parsed; a removal deletes a message's keys
-# by the keys its stored features give, so no second index by message is kept.
-_SIGNAL_KEYS = """
-CREATE TABLE signal_keys (
-    key TEXT NOT NULL,
-    message_id INTEGER NOT NULL,
-    PRIMARY KEY (key, message_id)
-) WITHOUT ROWID;
-"""
 # Each message's place in its conversation, apart from its text: a Search follows the links of
 # its every hit (views.turns), and in the table each step read a row holding a whole message (450
 # hits of BEAM dev messages, 1,850 characters: 1.6 ms by the table, 0.54 ms by this index).
@@ -152,7 +143,6 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 {_MESSAGES_TABLE}
 {_MESSAGES_BY_SESSION}
-{_SIGNAL_KEYS}
 -- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
 -- reads a handful of names instead of scanning every message's.
 CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -350,32 +340,34 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE messages ADD COLUMN tokens INTEGER;
     """,
-    # 7: the signals a Search reads, stored at Add time instead of parsed from each candidate's
-    # features: the keys (entities, numbers, dates, speaker) in an indexed table, the update and
-    # date marks as bits. Read from the stored features (the array form, and the object form of
-    # stores older still), so the upgrade needs no text read again; `reindex` writes them anew.
-    _SIGNAL_KEYS + """
+    # 7: what a Search's rankers read of a message's features, stored at Add time beside it
+    # instead of parsed from the features at every Search: the update and date marks as bits,
+    # and the names, numbers, dates and speaker as keys between newlines. Derived here from the
+    # stored features (the array form, and the object form of stores older still), so the
+    # upgrade reads no text again; `reindex` writes them anew.
+    """
     ALTER TABLE messages ADD COLUMN marks INTEGER NOT NULL DEFAULT 0;
-    INSERT OR IGNORE INTO signal_keys (key, message_id)
-        SELECT kind.prefix || item.value, m.id
-        FROM messages m
-        JOIN (SELECT 'e:' AS prefix, '$[1]' AS at, '$.entities' AS named UNION ALL
-              SELECT 'n:', '$[2]', '$.numbers' UNION ALL
-              SELECT 'd:', '$[3]', '$.dates') kind
-        JOIN json_each(m.features, CASE json_type(m.features) WHEN 'array' THEN kind.at
-                                        ELSE kind.named END) item;
-    INSERT OR IGNORE INTO signal_keys (key, message_id)
-        SELECT 's:' || speaker, id FROM (
-            SELECT id, json_extract(features, CASE json_type(features) WHEN 'array'
-                                             THEN '$[0]' ELSE '$.speaker' END) AS speaker
-            FROM messages)
-        WHERE coalesce(speaker, '') != '';
-    UPDATE messages SET marks =
-        CASE WHEN coalesce(json_extract(features, CASE json_type(features) WHEN 'array'
+    ALTER TABLE messages ADD COLUMN signal_keys TEXT NOT NULL DEFAULT '';
+    UPDATE messages SET
+        marks = CASE WHEN coalesce(json_extract(features, CASE json_type(features) WHEN 'array'
                                         THEN '$[4]' ELSE '$.update' END), 0) THEN 1 ELSE 0 END
-        | CASE WHEN coalesce(json_array_length(features, CASE json_type(features)
-                                WHEN 'array' THEN '$[3]' ELSE '$.dates' END), 0) > 0
-               THEN 2 ELSE 0 END;
+              | CASE WHEN coalesce(json_array_length(features, CASE json_type(features)
+                                        WHEN 'array' THEN '$[3]' ELSE '$.dates' END), 0) > 0
+                     THEN 2 ELSE 0 END,
+        signal_keys = coalesce((
+            SELECT char(10) || group_concat(replace(key, char(10), ' '), char(10)) || char(10)
+            FROM (SELECT kind.prefix || item.value AS key
+                  FROM (SELECT 'e:' AS prefix, '$[1]' AS at, '$.entities' AS named UNION ALL
+                        SELECT 'n:', '$[2]', '$.numbers' UNION ALL
+                        SELECT 'd:', '$[3]', '$.dates') kind
+                  JOIN json_each(messages.features, CASE json_type(messages.features)
+                                 WHEN 'array' THEN kind.at ELSE kind.named END) item
+                  UNION ALL
+                  SELECT 's:' || json_extract(messages.features, CASE json_type(messages.features)
+                                              WHEN 'array' THEN '$[0]' ELSE '$.speaker' END)
+                  WHERE coalesce(json_extract(messages.features, CASE json_type(messages.features)
+                                              WHEN 'array' THEN '$[0]' ELSE '$.speaker' END),
+                                 '') != '')), '');
     """,
     # 8: the conversation links in an index of their own (a Search follows every hit's links).
     _LINKS_INDEX,
