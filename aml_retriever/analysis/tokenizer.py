@@ -48,6 +48,10 @@ _GRAM_RANGES = (
     (0xF900, 0xFAFF),  # CJK compatibility ideographs
     (0x20000, 0x3FFFF),  # CJK extensions B and later
 )
+_GRAM_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _GRAM_RANGES)
+# A word as a reader counts it (reading_words): one gram character, or a run of other characters
+# between whitespace.
+_READING_WORD = re.compile(f"[{_GRAM_CLASS}]|[^\\s{_GRAM_CLASS}]+")
 # Characters that only select a presentation and carry no meaning of their own.
 _IGNORABLE = {"\u200d", "\ufe0e", "\ufe0f"}
 # ASCII text needs none of the Unicode work below (NFKC leaves it alone, it has no marks, no
@@ -161,10 +165,12 @@ def words_of(text: str) -> list[str]:
 def reading_words(text: str) -> int:
     """How many words a reader counts in a text: its whitespace-separated words, with each
     character of a script written without spaces (Chinese, Japanese, Thai...) a word of its own,
-    as the evaluation's word budgets count them."""
+    as the evaluation's word budgets count them. Counted by one pattern (a gram character, or a
+    run of anything else but whitespace; no gram character is whitespace): character by
+    character in Python, a long reply with a curly quote took 60 us."""
     if text.isascii():
         return len(text.split())
-    return len("".join(f" {ch} " if is_gram_char(ch) else ch for ch in text).split())
+    return len(_READING_WORD.findall(text))
 
 
 def _unique(items: list[str]) -> list[str]:

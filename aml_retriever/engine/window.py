@@ -33,6 +33,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.storage.timeline import ReadFilter
@@ -56,9 +57,10 @@ ORDER: tuple[Phase, ...] = (("near", 20, 3), ("near", 100, 0), ("users", 100, 0)
                             ("near", 100, 2), ("sessions", 100, 0), ("time", 0, 0))
 
 
-@dataclass(frozen=True)
-class Message:
-    """A visible message as the fill reads it: no text."""
+class Message(NamedTuple):
+    """A visible message as the fill reads it: no text. A tuple: the fill makes one for every
+    visible message (1,000 to 1,400 a Search on BEAM 500K dev users), and a frozen dataclass
+    took four times as long to make."""
 
     id: int
     session_id: str

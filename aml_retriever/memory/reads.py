@@ -55,7 +55,7 @@ class Reads(Part):
         """The ranked evidence's front, then context up to the answer window (window.py); a
         `max_words` budget bounds the whole answer too. Returns the items and their words."""
         memory = window.Memory.read(conn, request.read, request.session_id)
-        words = [reading_words(item["content"]) for item in data]
+        words = [reading_words(item["content"]) for item in data[:window.KEEP_MAX]]  # all kept reads
         keep = window.kept(words, request.top_k)
         returned = {m for r in results[:keep] for m in r.candidate.members}
         spent = sum(memory.messages[m].tokens + 1 for m in returned if m in memory.messages)
