@@ -13,7 +13,7 @@ from reliability_support import broken_links, open_user
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message
-from aml_retriever.storage.views import Turn, turns, windows_around, windows_joining
+from aml_retriever.storage.views import Turn, turns, windows_joining
 
 MINUTE = 60_000
 
@@ -35,6 +35,20 @@ def views(svc, kind):
     conn = open_user(svc.store.path, "u")
     return [json.loads(row[0]) for row in conn.execute(
         "SELECT message_ids FROM views WHERE kind = ? ORDER BY id", (kind,))]
+
+
+def windows_around(hits: dict[int, Turn], sizes: Any) -> set[tuple[int, ...]]:
+    """The definition of a window: every window of the given sizes that holds a hit (the ones
+    ending at it or at one of the next size - 1 messages), never one message alone."""
+    found: set[tuple[int, ...]] = set()
+    for turn in hits.values():
+        run, at = turn.run, turn.at
+        for size in sizes:
+            for end in range(at, min(at + size, len(run))):
+                window = run[max(0, end - size + 1):end + 1]
+                if len(window) > 1:
+                    found.add(window)
+    return found
 
 
 def windows(svc, hits, sizes=(2, 3)):

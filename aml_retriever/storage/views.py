@@ -200,28 +200,15 @@ def _turns_sql(reach: int) -> str:
     return f"SELECT {', '.join(columns)} FROM messages h {_LINKS} {' '.join(joins)} WHERE h.id"
 
 
-def windows_around(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[int, ...]]:
-    """Every window of the given sizes that holds a hit, as its members in conversation order;
-    `hits` have runs of at least the largest size - 1 each side."""
-    found: set[tuple[int, ...]] = set()
-    for turn in hits.values():
-        run, at = turn.run, turn.at
-        for size in sizes:
-            # The windows ending at the hit or at one of the next size - 1 messages.
-            for end in range(at, min(at + size, len(run))):
-                window = run[max(0, end - size + 1):end + 1]
-                if len(window) > 1:
-                    found.add(window)
-    return found
-
-
 def windows_joining(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[int, ...]]:
-    """The windows of `windows_around` that hold two or more of the hits, found from the pairs
-    of hits close enough to share a window instead of from every window of every hit (a Search
-    scores only these: on long messages, a top_k 100 Search has 400 hits and 1,200 windows
-    around them, most of them holding one hit). Each pair is met from its earlier hit, whose run
-    reaches the later one; a window holds both when it starts at or before the earlier one and
-    ends at or after the later one."""
+    """Every window of the given sizes that holds two or more of the hits, as its members in
+    conversation order (`hits` have runs of at least the largest size - 1 each side). A window
+    of `size` messages ends at some message and holds it and the size - 1 before it, fewer at a
+    session's start, never one alone. Found from the pairs of hits close enough to share one
+    rather than from every window around every hit (a top_k 100 Search on long messages has 400
+    hits and 1,200 windows around them, most holding one hit): each pair is met from its
+    earlier hit, whose run reaches the later one, and a window holds both when it starts at or
+    before the earlier one and ends at or after the later one."""
     found: set[tuple[int, ...]] = set()
     for turn in hits.values():
         run, at = turn.run, turn.at
