@@ -20,6 +20,34 @@ OldAdd = tuple[str, str, list[tuple[str, str, int]]]
 LAST_WITH_WINDOW_ROWS = 3
 
 
+# What each shard migration from 5 on added, undone: a current user file taken back to the
+# schema before it, its rows kept (`take_back`). A new migration adds its line here.
+_UNDO = {
+    8: "DROP INDEX messages_links;",
+    7: "ALTER TABLE messages DROP COLUMN marks; ALTER TABLE messages DROP COLUMN signal_keys;",
+    6: "ALTER TABLE messages DROP COLUMN tokens;",
+    5: """DROP TABLE audit; DROP TABLE tombstones; DROP INDEX messages_by_fingerprint;
+          DROP INDEX messages_withheld; DELETE FROM meta WHERE key = 'secret';
+          ALTER TABLE messages DROP COLUMN recorded_ms; ALTER TABLE messages DROP COLUMN valid_ms;
+          ALTER TABLE messages DROP COLUMN retired_ms;
+          ALTER TABLE messages DROP COLUMN superseded_by; ALTER TABLE messages DROP COLUMN origin;
+          ALTER TABLE messages DROP COLUMN trust; ALTER TABLE messages DROP COLUMN fingerprint;""",
+}
+
+
+def take_back(path: Path, version: int) -> None:
+    """A current user file as schema `version` (4 or later) left it: what every later migration
+    added is dropped, and the file says it is at `version`, so opening it upgrades it again."""
+    assert len(SHARD_MIGRATIONS) == max(_UNDO), "a new migration needs its line in _UNDO"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for done in range(len(SHARD_MIGRATIONS), version, -1):
+            conn.executescript(_UNDO[done])
+        conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        conn.close()
+
+
 def write_old_user(db: Path, user_id: str, version: int, adds: list[OldAdd]) -> None:
     """A store whose one user file is at schema `version` (1 to 3), holding `adds` as that
     version's Add stored them: every message with its request id and place, a window of three

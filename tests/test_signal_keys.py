@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from old_schema import take_back
 from reliability_support import user_file
 
 from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE, extract
@@ -81,12 +82,10 @@ def test_an_add_stores_each_message_s_keys_and_marks(db):
 
 
 def downgrade_to_schema_6(db: Path, features_as_objects: bool = False) -> None:
-    """The user file as schema 6 left it: no keys table, no marks (and, for the stores older
-    still, each message's features as the JSON object they once were)."""
+    """The user file as schema 6 left it: no keys, no marks, no links index (and, for the stores
+    older still, each message's features as the JSON object they once were)."""
+    take_back(user_file(db, "u"), 6)
     conn = sqlite3.connect(user_file(db, "u"))
-    conn.execute("DROP INDEX messages_links")
-    conn.execute("ALTER TABLE messages DROP COLUMN marks")
-    conn.execute("ALTER TABLE messages DROP COLUMN signal_keys")
     if features_as_objects:
         for message_id, role, content, timestamp in conn.execute(
                 "SELECT id, role, content, timestamp_ms FROM messages").fetchall():
@@ -94,7 +93,6 @@ def downgrade_to_schema_6(db: Path, features_as_objects: bool = False) -> None:
             conn.execute("UPDATE messages SET features = ? WHERE id = ?", (json.dumps(
                 {"speaker": f.speaker, "entities": f.entities, "numbers": f.numbers,
                  "dates": f.dates, "update": f.update}), message_id))
-    conn.execute("PRAGMA user_version = 6")
     conn.commit()
     conn.close()
 
@@ -167,11 +165,7 @@ def test_a_store_of_schema_7_gets_the_links_index_and_answers_as_before(db):
     svc = MemoryService.open(str(db), synchronous="NORMAL")
     before = answers(svc)
     svc.close()
-    conn = sqlite3.connect(user_file(db, "u"))
-    conn.execute("DROP INDEX messages_links")
-    conn.execute("PRAGMA user_version = 7")
-    conn.commit()
-    conn.close()
+    take_back(user_file(db, "u"), 7)
     svc = MemoryService.open(str(db), synchronous="NORMAL")
     try:
         assert answers(svc) == before

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Client, ids
-from reliability_support import open_user, store_bytes
+from old_schema import take_back
+from reliability_support import open_user, store_bytes, user_file
 
 from aml_retriever.agents.scopes import ScopedMemory
 from aml_retriever.memory.lifecycle import Replaced, Tombstoned
@@ -251,17 +252,8 @@ def test_a_user_file_of_schema_4_upgrades_with_record_times_and_an_empty_log(tmp
     service = MemoryService.open(str(db))
     service.add(AddRequest("r1", "u", "s", (Message("user", "an older note", 5_000),)))
     service.close()
-    conn = open_user(db, "u")  # take the file back to schema 4 as that version wrote it
-    conn.executescript("""
-        DROP TABLE audit; DROP TABLE tombstones; DROP INDEX messages_by_fingerprint;
-        DROP INDEX messages_withheld; DELETE FROM meta WHERE key = 'secret';
-        ALTER TABLE messages DROP COLUMN recorded_ms; ALTER TABLE messages DROP COLUMN valid_ms;
-        ALTER TABLE messages DROP COLUMN retired_ms; ALTER TABLE messages DROP COLUMN superseded_by;
-        ALTER TABLE messages DROP COLUMN origin; ALTER TABLE messages DROP COLUMN trust;
-        ALTER TABLE messages DROP COLUMN fingerprint; ALTER TABLE messages DROP COLUMN tokens;
-        DROP INDEX messages_links; ALTER TABLE messages DROP COLUMN marks;
-        ALTER TABLE messages DROP COLUMN signal_keys;
-        PRAGMA user_version = 4;""")
+    take_back(user_file(db, "u"), 4)  # the file as schema 4 wrote it
+    conn = open_user(db, "u")
     (created,) = conn.execute("SELECT created_ms FROM requests").fetchone()
     conn.close()
     service = MemoryService.open(str(db))

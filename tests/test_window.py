@@ -5,11 +5,11 @@ twice, never cut, never more than top_k items and never past the window; off, no
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import Client, start_app
+from old_schema import take_back
 from reliability_support import user_file
 
 from aml_retriever.analysis.tokens import estimate_tokens
@@ -61,7 +61,7 @@ def stored(svc: MemoryService) -> dict[int, str]:
 def test_the_front_is_the_ranking_as_it_was_and_the_rest_is_context(service):
     plain = search(service, "when is the ferry to Porto", tokens=0)["data"]
     filled = search(service, "when is the ferry to Porto", tokens=117_760)["data"]
-    keep = window.kept([len(item["content"].split()) for item in plain], 100)
+    keep, _ = window.kept([len(item["content"].split()) for item in plain], 100)
     assert filled[:keep] == plain[:keep]  # ids, order, scores, contents: as without the window
     assert len(filled) > keep and all(item["view"] == "context" for item in filled[keep:])
     assert all(item["score"] == 0.0 for item in filled[keep:])
@@ -127,15 +127,7 @@ def test_a_store_from_before_the_token_column_is_filled_by_estimates_until_reind
     for add in conversation(4, 6):
         svc.add(parse_add(add, 200))
     svc.close()
-    path = user_file(db, "u")
-    conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE messages DROP COLUMN tokens")  # the file as schema 5 left it
-    conn.execute("DROP INDEX messages_links")
-    conn.execute("ALTER TABLE messages DROP COLUMN marks")
-    conn.execute("ALTER TABLE messages DROP COLUMN signal_keys")
-    conn.execute("PRAGMA user_version = 5")
-    conn.commit()
-    conn.close()
+    take_back(user_file(db, "u"), 5)  # the file as schema 5 left it: no token column
     svc = MemoryService.open(str(db), synchronous="NORMAL")
     try:
         with svc.store.connection("u", create=False) as conn:
@@ -194,3 +186,17 @@ def test_the_leaderboard_script_serves_with_the_window_on(tmp_path):
         server.terminate()
         _, err = server.communicate(timeout=30)
     assert "answer window 117760 tokens" in err
+
+
+def test_the_front_kept_is_read_no_further_than_it_keeps():
+    """kept() counts the ranked items' words only as far as it keeps them: a top_k 100 answer of
+    long replies keeps KEEP_MIN and never counts the rest; short ones are kept up to KEEP_MAX."""
+    def long_replies():
+        for _ in range(window.KEEP_MIN):
+            yield 1_000
+        raise AssertionError("counted an item it does not keep")
+
+    assert window.kept(long_replies(), 100) == (window.KEEP_MIN, window.KEEP_MIN * 1_000)
+    assert window.kept([1] * 100, 100) == (window.KEEP_MAX, window.KEEP_MAX)
+    assert window.kept([1] * 100, 7) == (7, 7)  # never more than top_k
+    assert window.kept([], 100) == (0, 0)

@@ -31,7 +31,7 @@ stored at Add time), then the texts of the messages it returns.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -95,15 +95,19 @@ class Memory:
         return cls(messages, tuple(tuple(ids) for ids in order))
 
 
-def kept(word_counts: Sequence[int], top_k: int) -> int:
-    """How many of the ranked items an answer window keeps (KEEP_WORDS, KEEP_MIN, KEEP_MAX)."""
+def kept(word_counts: Iterable[int], top_k: int) -> tuple[int, int]:
+    """How many of the ranked items an answer window keeps (KEEP_WORDS, KEEP_MIN, KEEP_MAX), and
+    their words. Reads the counts, best item first, only as far as it keeps: counting a long
+    reply's words is not free, and most of a top_k 100 answer is never kept."""
+    counts = iter(word_counts)
     n = words = 0
-    for count in word_counts[:min(KEEP_MAX, top_k)]:
-        if n >= KEEP_MIN and words >= KEEP_WORDS:
+    while n < min(KEEP_MAX, top_k) and not (n >= KEEP_MIN and words >= KEEP_WORDS):
+        count = next(counts, None)
+        if count is None:
             break
         n += 1
         words += count
-    return n
+    return n, words
 
 
 def context(memory: Memory, hits: Sequence[Sequence[int]], returned: set[int], budget: int,

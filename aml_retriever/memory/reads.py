@@ -55,8 +55,7 @@ class Reads(Part):
         """The ranked evidence's front, then context up to the answer window (window.py); a
         `max_words` budget bounds the whole answer too. Returns the items and their words."""
         memory = window.Memory.read(conn, request.read, request.session_id)
-        words = [reading_words(item["content"]) for item in data[:window.KEEP_MAX]]  # all kept reads
-        keep = window.kept(words, request.top_k)
+        keep, used = window.kept((reading_words(item["content"]) for item in data), request.top_k)
         returned = {m for r in results[:keep] for m in r.candidate.members}
         spent = sum(memory.messages[m].tokens + 1 for m in returned if m in memory.messages)
         budget = self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
@@ -64,7 +63,6 @@ class Reads(Part):
                               request.top_k - keep)
         text = dict(rows_in(conn, "SELECT id, content FROM messages WHERE id",
                             [m for run in runs for m in run]))
-        used = sum(words[:keep])
         if max_words is not None:
             runs, used = _within(runs, {m: reading_words(text[m]) for m in text}, max_words, used)
         return data[:keep] + self._context_items(runs, text, memory), used
