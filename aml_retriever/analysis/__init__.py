@@ -1,6 +1,7 @@
 """Text analysis: how text becomes index terms (`tokenizer`), the stop words dropped from queries
 (`stopwords`), dates read and resolved in text (`dates`), and the features an Add extracts once
-and stores with a message (`features`), and a reader's tokens of a text (`tokens`). Pure functions
+and stores with a message (`features`), the names a conversation gives its speakers
+(`speakers`), and a reader's tokens of a text (`tokens`). Pure functions
 of strings: no SQL, no files.
 
 May import: `common`.

@@ -138,6 +138,12 @@ def speaker_of(role: str, content: str) -> tuple[str, str]:
     return "", content
 
 
+def unnamed_turn(role: str, signal_keys: str) -> bool:
+    """Whether a stored message, by its role and stored keys (`Features.keys_text`), names no
+    speaker in its own text: a generic role with no "Name: " prefix, or a role that is a name."""
+    return role.strip().lower() not in GENERIC_ROLES or KEY_END + SPEAKER_KEY not in signal_keys
+
+
 def entities_of(text: str) -> tuple[str, ...]:
     """Capitalised names (each word, and multi-word names whole) and quoted titles, normalised;
     stop words ("The", "I", "What") are not names."""

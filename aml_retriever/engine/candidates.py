@@ -35,6 +35,8 @@ from aml_retriever.storage.timeline import HIDDEN_TABLE
 
 # A term FTS5 finds in more than half the messages gets this IDF from bm25() (fts5_aux.c).
 FTS5_IDF_FLOOR = 1e-6
+# bm25()'s constants (fts5_aux.c), for a part FTS5 does not compute itself (engine/speakers.py).
+K1, B = 1.2, 0.75
 # The FTS5 table the lists come from (a fixed name: never built from input).
 INDEX = "message_index"
 INDEXES = (INDEX,)
@@ -68,6 +70,25 @@ def index_size(conn: sqlite3.Connection) -> int:
     return _varints(row[0])[0] if row and row[0] else 0
 
 
+def average_length(conn: sqlite3.Connection) -> float:
+    """The mean length of a message in index terms, every column (FTS5's 'averages' record)."""
+    row = conn.execute(f"SELECT block FROM {INDEX}_data WHERE id = 1").fetchone()
+    counts = _varints(row[0]) if row and row[0] else []
+    return sum(counts[1:]) / counts[0] if counts and counts[0] else 1.0
+
+
+def best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
+    """The best `limit` scored messages, best first, ties broken by rowid; none scoring 0."""
+    top = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [(rowid, score) for rowid, score in top if score > 0]
+
+
+def tf_part(length: int, average: float) -> float:
+    """bm25()'s part of a term found once in a message of `length` terms (k1 1.2, b 0.75, as
+    FTS5's)."""
+    return (K1 + 1) / (1 + K1 * (1 - B + B * length / average))
+
+
 def idf(n: int, df: int) -> float:
     """The Lucene IDF of a term `df` of `n` messages hold: positive however common it is."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -94,23 +115,43 @@ class TermIndex:
         `informative`) as (rowid, score), best first, ties broken by rowid; a message is a
         candidate when it is among the best `limit` of one term. A term whose IDF is below
         `min_idf` counts for nothing."""
-        if not terms or limit <= 0:
-            return []
-        n = self.size
+        return best(self.scores(terms, limit, session_id, min_idf), limit)
+
+    def scores(self, terms: tuple[Term, ...], limit: int, session_id: str | None = None,
+               min_idf: float = 0.0) -> dict[int, float]:
+        """Every message among the best `limit` of one of these terms, with its score over them
+        all (`ranked` before its cut)."""
         scores: dict[int, float] = defaultdict(float)
+        if not terms or limit <= 0:
+            return scores
+        n = self.size
         for term in self.informative(terms):
             if min_idf > 0 and idf(n, self.doc_count(term)) < min_idf:
                 continue  # counted before it is scored: scoring a common term costs most
             hits = self._hits(term, limit, session_id)
             if not hits:
                 continue
-            df = self.doc_count(term)
-            fts5_idf = max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
-            weight = term.weight * idf(n, df)
+            weight = term.weight * self.idf(term)
+            fts5_idf = self.fts5_idf(term)
             for rowid, part in hits:
                 scores[rowid] += weight * part / fts5_idf
-        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-        return [(rowid, score) for rowid, score in best if score > 0]
+        return scores
+
+    def term_parts(self, term: Term, limit: int, session_id: str | None) -> list[tuple[int, float]]:
+        """One term's best `limit` messages with its saturated, length-normalised frequency in
+        each (bm25()'s part without FTS5's IDF)."""
+        fts5_idf = self.fts5_idf(term)
+        return [(rowid, part / fts5_idf) for rowid, part in self._hits(term, limit, session_id)]
+
+    def fts5_idf(self, term: Term) -> float:
+        """The IDF FTS5's bm25() gives the term (clamped near 0 past half the messages)."""
+        n, df = self.size, self.doc_count(term)
+        return max(FTS5_IDF_FLOOR, math.log((n - df + 0.5) / (df + 0.5)))
+
+    @cached_property
+    def average_length(self) -> float:
+        """The mean length of a message in index terms (FTS5's own, every column)."""
+        return average_length(self.conn)
 
     def idf(self, term: Term) -> float:
         """The term's Lucene IDF in this memory (counted once a Search)."""

@@ -1,11 +1,9 @@
 """The second stage of a Search: from the hits to the ranked lists fusion reads. The candidates
-(every message and window some list holds, `candidates_of`), the speakers the question names
-(`named_speakers`), and `FusedLists`: the lexical lists, the facts about each candidate (with
-the question's keys looked up in theirs, keys.py) and one list per feature signal switched on (scoring.py)."""
+(every message and window some list holds, `candidates_of`), and `FusedLists`: the lexical
+lists, the facts about each candidate (with the question's keys looked up in theirs, keys.py)
+and one list per feature signal switched on (scoring.py)."""
 
 from __future__ import annotations
-
-import sqlite3
 
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.fusion import Candidate
@@ -30,14 +28,6 @@ def candidates_of(hits: Hits) -> Candidates:
     for m in [m for m, _ in hits.options + hits.bridged] + list(hits.following):
         found.setdefault(("message", (m,)), (Candidate("message", m, (m,)), unranked))
     return found
-
-
-def named_speakers(conn: sqlite3.Connection, plan: QueryPlan) -> frozenset[str]:
-    """This user's speakers whose every name word the question contains."""
-    if not plan.exact:
-        return frozenset()
-    known = {row[0] for row in conn.execute("SELECT speaker FROM speakers")}
-    return frozenset(s for s in known if set(s.split()) <= plan.exact)
 
 
 class FusedLists:

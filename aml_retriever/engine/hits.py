@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.common.signals import RetrievalConfig
-from aml_retriever.engine.candidates import TermIndex, token_counts
+from aml_retriever.engine.candidates import TermIndex, best, token_counts
 from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow, load_rows
+from aml_retriever.engine.speakers import SpeakerTerm
 from aml_retriever.storage.timeline import Visibility
 from aml_retriever.storage.views import Turn, turns, windows_joining
 
@@ -62,7 +63,7 @@ class HitReader:
     def read(self, plan: QueryPlan, depth: int, session_id: str | None) -> Hits:
         """Every index hit the signals switched on need, with the rows they point at loaded."""
         w = self.config.weight
-        found = self.index.ranked(plan.lexical, depth * self.config.hit_depth, session_id)
+        found = self._lexical(plan, depth * self.config.hit_depth, session_id)
         around = self._turns(found)
         self._measure([m for m, _ in found])
         messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
@@ -86,6 +87,17 @@ class HitReader:
         return Hits(messages, windows, segments, options, bridged, following,
                     message_order=self._mixed_order(messages, segments, lambda m: m),
                     window_order=self._mixed_order(windows, segments, lambda window: window[-1]))
+
+    def _lexical(self, plan: QueryPlan, limit: int, session_id: str | None) -> list[tuple[int, float]]:
+        """The question's best `limit` messages; a speaker's name the conversation gives a role
+        counts as said in that role's turns (speakers.SpeakerTerm), with the speaker signal on."""
+        if not plan.speaker_roles or self.config.weight("speaker") <= 0:
+            return self.index.ranked(plan.lexical, limit, session_id)
+        speaker_term = SpeakerTerm(self.conn, self.index, self.visible)
+        terms, named_terms = speaker_term.split(plan)
+        scores = self.index.scores(terms, limit, session_id)
+        speaker_term.add(scores, named_terms, limit, session_id)
+        return best(scores, limit)
 
     def _bridged(self, plan: QueryPlan, messages: list[tuple[int, float]], lexical: set[int],
                  depth: int, session_id: str | None) -> list[tuple[int, float]]:

@@ -10,7 +10,13 @@ from functools import cached_property
 from aml_retriever.analysis.dates import extract_dates
 from aml_retriever.analysis.features import entities_of, numbers_of
 from aml_retriever.analysis.stopwords import STOP_WORDS
-from aml_retriever.analysis.tokenizer import QueryTerms, match_expression, query_terms, words_of
+from aml_retriever.analysis.tokenizer import (
+    QueryTerms,
+    match_expression,
+    normalize,
+    query_terms,
+    words_of,
+)
 from aml_retriever.engine.candidates import Term
 from aml_retriever.engine.focus import ask_and_aside, weighted_terms
 
@@ -36,6 +42,9 @@ CURRENT_CUES = frozenset({"now", "currently", "current", "these", "days", "momen
                           "latest", "most", "recent", "nowadays", "today", "anymore", "presently"})
 # A question in the first person singular: it asks what the user said or did.
 _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll)\b|我", re.IGNORECASE)
+# A capitalised word that does not open a sentence: a name the question may give a speaker, stop
+# word or not ("What did Will say?"; not the verb of "Will Caroline come?").
+_WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")
 # Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
 _ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -51,7 +60,10 @@ class QueryPlan:
     asks_current: bool
     options: tuple[Term, ...]
     first_person: bool = False
+    names: frozenset[str] = frozenset()  # its capitalised words within a sentence, normalised
     speakers: frozenset[str] = frozenset()  # speakers of this user the question names
+    # Those known by the role the conversation gives them (engine/speakers.py): (name, role).
+    speaker_roles: tuple[tuple[str, str], ...] = ()
     past: str | None = None  # which past version it asks for: 'first', 'before' or None
 
     @property
@@ -101,6 +113,7 @@ def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
         lexical=lexical,
         exact=frozenset(ask_terms.words or aside_terms.words),
         entities=frozenset(entities_of(ask)),
+        names=names_in(ask),
         numbers=frozenset(numbers_of(ask)),
         dates=tuple(d for d in extract_dates(ask, None) if _ABSOLUTE_DATE.match(d)),
         asks_when=_ASKS_WHEN.search(ask) is not None,
@@ -109,6 +122,18 @@ def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
         first_person=_FIRST_PERSON.search(ask) is not None,
         past="first" if _ASKS_FIRST.search(ask) else "before" if _ASKS_BEFORE.search(ask) else None,
     )
+
+
+def names_in(text: str) -> frozenset[str]:
+    """The capitalised words of a text that do not open a sentence, normalised."""
+    found = set()
+    for match in _WORD.finditer(text):
+        at = match.start() - 1
+        while at >= 0 and text[at].isspace():
+            at -= 1
+        if match.group()[0].isupper() and at >= 0 and text[at] not in ".!?…\"“(":
+            found.add(normalize(match.group().rstrip("'’").removesuffix("'s").removesuffix("’s")))
+    return frozenset(found)
 
 
 def exact_words(text: str) -> frozenset[str]:

@@ -14,7 +14,7 @@ from functools import cached_property
 from aml_retriever.analysis.tokenizer import reading_words
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import TermIndex
-from aml_retriever.engine.facts import Candidates, FusedLists, candidates_of, named_speakers
+from aml_retriever.engine.facts import Candidates, FusedLists, candidates_of
 from aml_retriever.engine.fusion import Candidate, WordBudget, rrf, select
 from aml_retriever.engine.hits import HitReader
 from aml_retriever.engine.keys import QuestionKeys
@@ -23,6 +23,7 @@ from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.reorder import Reordering
 from aml_retriever.engine.rows import MessageRow
 from aml_retriever.engine.scoring import Key
+from aml_retriever.engine.speakers import named
 from aml_retriever.engine.words import QuestionWords
 from aml_retriever.storage.timeline import CURRENT, ReadFilter, Visibility
 
@@ -73,6 +74,8 @@ class Retrieval:
         and the lists were cut at their depth, the lists are read again, deeper (not when the
         word budget is what cut the results short)."""
         depth = max(self.config.candidate_depth, top_k)
+        speakers = named(self.conn, plan)
+        plan = replace(plan, speakers=speakers.names, speaker_roles=speakers.roles)
         words = QuestionWords(plan.exact, self.index, self.rows)  # each message read once a Search
         while True:
             budget = WordBudget(max_words, self._words) if max_words else None
@@ -90,7 +93,6 @@ class Retrieval:
         """One reading of the lists `depth` deep: the stages in order. Returns the results and
         whether reading deeper could add any."""
         hits = self._hits.read(plan, depth, session_id)
-        plan = replace(plan, speakers=named_speakers(self.conn, plan))
         candidates = candidates_of(hits)
         asked = QuestionKeys(plan)
         lists, facts = FusedLists(self.config, self.rows, words, asked).build(plan, hits, candidates)

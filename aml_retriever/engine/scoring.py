@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Protocol
 
 from aml_retriever.analysis.dates import covers
-from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE
+from aml_retriever.analysis.features import MARK_DATED, MARK_UPDATE, unnamed_turn
 from aml_retriever.engine.keys import Needles, QuestionKeys
 from aml_retriever.engine.query import QueryPlan
 
@@ -77,8 +77,15 @@ class Facts:
 
     @cached_property
     def speakers(self) -> frozenset[str]:
-        """The speakers the question names that said one of its messages."""
-        return self._holds(self.asked.speakers)
+        """The speakers the question names that said one of its messages: by the name its
+        keys hold, or by its role, for a name the conversation gives that role (when its text
+        names no speaker of its own)."""
+        held = self._holds(self.asked.speakers)
+        roles = self.asked.plan.speaker_roles
+        if roles:
+            held |= {name for name, role in roles if any(
+                r.role == role and unnamed_turn(r.role, r.signal_keys) for r in self.rows)}
+        return held
 
     @cached_property
     def update(self) -> bool:

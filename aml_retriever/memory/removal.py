@@ -15,12 +15,13 @@ from aml_retriever.analysis.tokenizer import index_text
 from aml_retriever.common.errors import StorageFull, UserStoreDamaged
 from aml_retriever.memory.derived import empty_indexes, rebuild_views
 from aml_retriever.memory.parts import Part
-from aml_retriever.storage import audit
+from aml_retriever.storage import audit, speakers
+from aml_retriever.storage.speakers import speaks_in_text
 from aml_retriever.storage.timeline import withheld_changed
 
 # The tables of a user file that hold anything of the user (the rest is schema and settings).
-USER_TABLES = ("messages", "requests", "sessions", "views", "speakers", "removals", "tombstones",
-               "audit")
+USER_TABLES = ("messages", "requests", "sessions", "views", "speakers", "speaker_mentions",
+               "speaker_names", "roles", "removals", "tombstones", "audit")
 # The ones a deletion reports counts of.
 COUNTED_TABLES = ("messages", "requests", "sessions", "views")
 
@@ -84,12 +85,14 @@ class Removal(Part):
         never the text), make current again what they had replaced, and log the removal."""
         marks = ",".join("?" * len(message_ids))
         rows = conn.execute(f"SELECT id, session_id, content, features, fingerprint, "
-                            f"superseded_by FROM messages WHERE id IN ({marks}) ORDER BY id",
+                            f"superseded_by, role FROM messages WHERE id IN ({marks}) ORDER BY id",
                             list(message_ids)).fetchall()
         if not rows:
             return []
         removed_ms = int(time.time() * 1000)
-        for message_id, _, content, _, fingerprint, successor in rows:
+        speakers.forget(conn, [(row[0], row[6], speaks_in_text(row[6], Features.from_json(row[3]).speaker))
+                               for row in rows])
+        for message_id, _, content, _, fingerprint, successor, _ in rows:
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
                          "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
@@ -160,6 +163,7 @@ def erase_user_rows(conn: sqlite3.Connection) -> dict[str, int]:
         conn.execute(f"DELETE FROM {table}")
     for table in ("speakers", "removals", "tombstones"):
         conn.execute(f"DELETE FROM {table}")
+    speakers.clear(conn)
     conn.execute("DELETE FROM meta WHERE key = 'user_id'")  # the file names its user (listing.py)
     empty_indexes(conn)
     audit.erase(conn)

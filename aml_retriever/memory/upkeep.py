@@ -8,11 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.features import extract, speaker_of
+from aml_retriever.analysis.speakers import mentions
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
 from aml_retriever.memory.parts import Part
-from aml_retriever.storage import resources
+from aml_retriever.storage import resources, speakers
 
 
 class Upkeep(Part):
@@ -38,8 +39,10 @@ class Upkeep(Part):
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         conn.execute("DELETE FROM speakers")
+        speakers.clear(conn)
         empty_indexes(conn)
         rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
+        recorder = speakers.SpeakerRecorder(conn)
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
             conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ? "
@@ -48,6 +51,14 @@ class Upkeep(Part):
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
+        # After the links: a name addressed is given to the side that spoke before, in each
+        # session's conversation order as it now stands.
+        for message_id, role, content, _ in conn.execute(
+                "SELECT id, role, content, timestamp_ms FROM messages ORDER BY id").fetchall():
+            speaker, body = speaker_of(role, content)
+            recorder.record(message_id, role, _prev(conn, message_id),
+                            speakers.speaks_in_text(role, speaker), mentions(body))
+        recorder.finish()
         return len(rows)
 
     def stats(self) -> dict[str, Any]:
@@ -74,6 +85,10 @@ class Upkeep(Part):
             totals["requests"] += counts[2]
         return {**totals, "store_bytes": size, "damaged_user_files": damaged,
                 "quarantined_user_files": len(self.store.quarantined())}
+
+
+def _prev(conn: sqlite3.Connection, message_id: int) -> int | None:
+    return conn.execute("SELECT prev_id FROM messages WHERE id = ?", (message_id,)).fetchone()[0]
 
 
 def _counts(path: Path) -> tuple[int, int, int]:

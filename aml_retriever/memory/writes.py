@@ -1,6 +1,7 @@
 """The Add path: an Add's messages stored in one transaction with their features, index rows,
-links and segments, beside the record of the request that makes a retry replay instead of
-storing twice. The lifecycle (lifecycle.py) and an import (exchange.py) store through it too."""
+links, segments and the names they give their speakers, beside the record of the request that
+makes a retry replay instead of storing twice. The lifecycle (lifecycle.py) and an import
+(exchange.py) store through it too."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.features import extract, speaker_of
+from aml_retriever.analysis.speakers import mentions
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.common.errors import IdempotencyConflict
 from aml_retriever.memory.derived import index_message
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.validation import AddRequest
 from aml_retriever.storage import audit
+from aml_retriever.storage.speakers import SpeakerRecorder, speaks_in_text
 from aml_retriever.storage.views import ViewBuilder
 
 
@@ -81,8 +84,10 @@ class Writes(Part):
         messages take consecutive ids: the write lock is held)."""
         assigned = 0
         views = ViewBuilder(conn, self.retrieval)
+        speakers = SpeakerRecorder(conn)
         ids, times = [], []
-        for message in request.messages:
+        answered_by = _answered_by([message.role for message in request.messages])
+        for message, answer in zip(request.messages, answered_by, strict=True):
             timestamp = received_ms if message.timestamp_ms is None else message.timestamp_ms
             assigned += message.timestamp_ms is None
             features = extract(message.role, message.content, timestamp)
@@ -99,9 +104,13 @@ class Writes(Part):
                  features.marks, features.keys_text())).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
+            speakers.record(message_id, message.role, place.prev_id,
+                            speaks_in_text(message.role, features.speaker),
+                            mentions(speaker_of(message.role, message.content)[1]), answer)
             ids.append(message_id)
             times.append(timestamp)
         open_segment = views.finish()[request.session_id]
+        speakers.finish()
         conn.execute(
             "INSERT INTO sessions (session_id, message_count, first_ms, last_ms, last_message_id, "
             "open_segment_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
@@ -117,3 +126,13 @@ class Writes(Part):
         return {"success": True, "request_id": request.request_id, "user_id": request.user_id,
                 "session_id": request.session_id, "stored": stored, "replayed": replayed,
                 "timestamps_assigned": assigned}
+
+
+def _answered_by(roles: list[str]) -> list[str | None]:
+    """For each message of an Add, the first role after it that is not its own (None if none)."""
+    found: list[str | None] = [None] * len(roles)
+    later: str | None = None
+    for at in range(len(roles) - 1, -1, -1):
+        found[at] = later if later != roles[at] else found[at + 1] if at + 1 < len(roles) else None
+        later = roles[at]
+    return found

@@ -11,6 +11,7 @@ new migration plus the same change to the current schema.
 
 from __future__ import annotations
 
+from aml_retriever.analysis.features import GENERIC_ROLES
 from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 
 STORE_FORMAT = "aml_retriever-store"
@@ -94,6 +95,35 @@ _LINKS_INDEX = """
 CREATE INDEX messages_links ON messages (id, prev_id, next_id, segment_id);
 """
 
+
+# Who is who in the conversation (storage/speakers.py says what each table is for).
+_SPEAKERS = """
+-- Every name a message gives a role ('addressed': the side it speaks to; 'introduced': its own).
+CREATE TABLE speaker_mentions (
+    message_id INTEGER NOT NULL,
+    name TEXT NOT NULL,                   -- normalised (tokenizer.normalize)
+    role TEXT NOT NULL,                   -- the role the name is given to
+    kind TEXT NOT NULL,
+    PRIMARY KEY (message_id, name, role, kind)
+) WITHOUT ROWID;
+-- The evidence behind one name, oldest first (the inspector, explain).
+CREATE INDEX speaker_mentions_by_name ON speaker_mentions (name, message_id);
+-- How often each name is given to each role: a Search attaches names to roles from these rows.
+CREATE TABLE speaker_names (
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    addressed INTEGER NOT NULL DEFAULT 0,
+    introduced INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, role)
+) WITHOUT ROWID;
+-- Each role's messages whose text names no speaker of its own: a name attached to the role
+-- counts as said in them.
+CREATE TABLE roles (
+    role TEXT PRIMARY KEY,
+    unnamed INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+_GENERIC_ROLES_SQL = ", ".join(f"'{role}'" for role in sorted(GENERIC_ROLES))
 
 # Refuses deleting audit rows; only deleting the whole user drops it for its one transaction.
 AUDIT_DELETE_GUARD = """
@@ -196,7 +226,7 @@ CREATE TABLE removals (
     removed_ms INTEGER NOT NULL,
     reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
 );
-""" + _LIFECYCLE + _LINKS_INDEX
+""" + _LIFECYCLE + _LINKS_INDEX + _SPEAKERS
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
     # 1: the original messages with their features, the idempotency records, the per-session
@@ -371,4 +401,15 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     """,
     # 8: the conversation links in an index of their own (a Search follows every hit's links).
     _LINKS_INDEX,
+    # 9: who is who in the conversation, found in its text (analysis/speakers.py). Each role's
+    # messages that name no speaker of their own are counted here from the stored keys (a
+    # generic role's message names one when its keys hold a speaker: its "Name: " prefix); the
+    # names the texts give need the texts read, which SQL cannot do: `reindex` finds them in
+    # the messages stored before, an Add in its own.
+    _SPEAKERS + f"""
+    INSERT INTO roles (role, unnamed)
+    SELECT role, count(*) FROM messages
+    WHERE lower(trim(role)) NOT IN ({_GENERIC_ROLES_SQL}) OR instr(signal_keys, char(10) || 's:') = 0
+    GROUP BY role;
+    """,
 )
