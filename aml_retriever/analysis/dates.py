@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from aml_retriever.analysis.tokenizer import ASCII_WORD_GAPS
 
@@ -212,18 +213,42 @@ def _relative_unit(modifier: str, unit: str, ref: dt.date) -> str:
     return str(ref.year + step)
 
 
+class DateMention(NamedTuple):
+    """A date a text mentions: where (`start`, `end` in the text), how (`kind`, a name of
+    _PATTERNS) and which (`value`, ISO at the precision the text gives)."""
+
+    start: int
+    end: int
+    kind: str
+    value: str
+
+
+# Kinds read from the words alone, whatever the reference time ("13 March, 2023", "May 2023");
+# the others are read against it ("yesterday", "last week", "in June").
+ABSOLUTE_KINDS = frozenset({"iso", "day_month_year", "month_day_year", "month_year", "year"})
+# Kinds that name a time relative to the reference day, which a reader must be told.
+RELATIVE_KINDS = frozenset({"yesterday", "today", "tomorrow", "weekday", "ago", "relative_unit",
+                            "month_name"})
+
+
 def extract_dates(text: str, reference_ms: int | None,
                   words: frozenset[str] | None = None) -> list[str]:
     r"""Every date the text mentions, resolved against the message time (UTC), in text order,
     without repeats. Spans already read by a more specific pattern are not read again.
     `words`: an ASCII text's lowercase words (`\w` runs), when the caller has them."""
+    return list(dict.fromkeys(m.value for m in date_mentions(text, reference_ms, words)))
+
+
+def date_mentions(text: str, reference_ms: int | None,
+                  words: frozenset[str] | None = None) -> list[DateMention]:
+    """Every date the text mentions (`extract_dates`), with where and how, in text order."""
     ref = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=reference_ms)).date() \
         if reference_ms is not None else dt.date.today()
     lowered = text.lower()
     # One flag per character read by a pattern: checking a match costs its own length, so the
     # work stays linear in the text however many dates it holds.
     taken = bytearray(len(lowered))
-    found: list[tuple[int, str]] = []
+    found: list[DateMention] = []
     present = _present(lowered, words)
     for kind, pattern in _PATTERNS:
         if not _NEEDS[kind] <= present:
@@ -234,8 +259,8 @@ def extract_dates(text: str, reference_ms: int | None,
             value = _resolve(kind, m, ref)
             if value:
                 taken[m.start():m.end()] = b"\x01" * (m.end() - m.start())
-                found.append((m.start(), value))
-    return list(dict.fromkeys(value for _, value in sorted(found)))
+                found.append(DateMention(m.start(), m.end(), kind, value))
+    return sorted(found)
 
 
 def _at_word_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
@@ -262,6 +287,16 @@ def iso_utc(ms: int) -> str:
     """ISO 8601 in UTC with a Z; milliseconds only when there are any (every time in an answer)."""
     moment = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)
     return moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds") + "Z"
+
+
+def period_span_ms(period: str) -> tuple[int, int] | None:
+    """The first and last millisecond (UTC) of a period as extract_dates writes it; None for
+    anything else."""
+    end = period_end_ms(period)
+    if end is None:
+        return None
+    year, month, day = (int(p) for p in [*period.split("-"), "1", "1"][:3])
+    return (dt.date(year, month, day) - dt.date(1970, 1, 1)).days * 86_400_000, end
 
 
 def period_end_ms(period: str) -> int | None:

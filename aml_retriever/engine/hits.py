@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aml_retriever.analysis.dates import period_span_ms
 from aml_retriever.common.signals import RetrievalConfig
-from aml_retriever.engine.candidates import TermIndex, best, token_counts
+from aml_retriever.engine.candidates import TermIndex, best, idf, tf_part, token_counts
 from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow, load_rows
 from aml_retriever.engine.speakers import SpeakerTerm
+from aml_retriever.storage import timeline
 from aml_retriever.storage.timeline import Visibility
 from aml_retriever.storage.views import Turn, turns, windows_joining
 
@@ -27,6 +29,9 @@ from aml_retriever.storage.views import Turn, turns, windows_joining
 # assistant replies do not (BEAM dev: median 557 words). BEAM dev, off -> on at 150: MRR .406 ->
 # .503, b@1000w .188 -> .341, first result 772 -> 474 words; 100 and 200 measured alike.
 LONG_TOKENS = 150
+# Most messages said in one period a question names that are read for its words (a day of chat
+# holds tens; a month of a large memory may hold thousands, of which the first are read).
+SAID_IN_READ = 2000
 # How many top lexical hits lend their next turn an adjacency boost.
 ADJACENT_TO_TOP = 10
 Window = tuple[int, ...]  # a window's members, in conversation order
@@ -89,15 +94,45 @@ class HitReader:
                     window_order=self._mixed_order(windows, segments, lambda window: window[-1]))
 
     def _lexical(self, plan: QueryPlan, limit: int, session_id: str | None) -> list[tuple[int, float]]:
-        """The question's best `limit` messages; a speaker's name the conversation gives a role
-        counts as said in that role's turns (speakers.SpeakerTerm), with the speaker signal on."""
-        if not plan.speaker_roles or self.config.weight("speaker") <= 0:
+        """The question's best `limit` messages. A speaker's name the conversation gives a role
+        counts as said in that role's turns (speakers.SpeakerTerm), with the speaker signal on;
+        a day or a month the question names, as written in the messages said in it, with the
+        date signal on (`_said_in`)."""
+        w = self.config.weight
+        named = plan.speaker_roles and w("speaker") > 0
+        said = self._said_in(plan, session_id) if plan.dates and w("date") > 0 else []
+        if not named and not said:
             return self.index.ranked(plan.lexical, limit, session_id)
         speaker_term = SpeakerTerm(self.conn, self.index, self.visible)
-        terms, named_terms = speaker_term.split(plan)
+        terms, named_terms = speaker_term.split(plan) if named else (plan.lexical, [])
         scores = self.index.scores(terms, limit, session_id)
         speaker_term.add(scores, named_terms, limit, session_id)
+        self._add_said(scores, said)
         return best(scores, limit)
+
+    def _said_in(self, plan: QueryPlan, session_id: str | None) -> list[list[int]]:
+        """For each day or month the question names, the messages said in it (at most
+        SAID_IN_READ), as a Search may see them."""
+        found = []
+        for period in plan.dates:
+            span = period_span_ms(period) if len(period) > len("2023") else None
+            said = timeline.said_between(self.conn, *span, session_id, SAID_IN_READ) if span else []
+            if self.visible.hides:
+                said = [m for m in said if self.visible.admits(m)]
+            if said:
+                found.append(said)
+        return found
+
+    def _add_said(self, scores: dict[int, float], said: list[list[int]]) -> None:
+        """A period the question names counts as written once in each message said in it,
+        with the IDF of as many messages ("What did Jolene ask Deb on 13 March, 2023?": the
+        answer was said that day, and never writes the date)."""
+        for ids in said:
+            weight = idf(self.index.size, len(ids))
+            average = self.index.average_length
+            for rowid, length in sorted(token_counts(self.conn, ids).items()):
+                if length > 0:
+                    scores[rowid] += weight * tf_part(length, average)
 
     def _bridged(self, plan: QueryPlan, messages: list[tuple[int, float]], lexical: set[int],
                  depth: int, session_id: str | None) -> list[tuple[int, float]]:

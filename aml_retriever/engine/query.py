@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from aml_retriever.analysis.dates import extract_dates
+from aml_retriever.analysis.dates import RELATIVE_KINDS, date_mentions
 from aml_retriever.analysis.features import entities_of, numbers_of
 from aml_retriever.analysis.stopwords import STOP_WORDS
 from aml_retriever.analysis.tokenizer import (
@@ -45,8 +45,10 @@ _FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll)\b|我", r
 # A capitalised word that does not open a sentence: a name the question may give a speaker, stop
 # word or not ("What did Will say?"; not the verb of "Will Caroline come?").
 _WORD = re.compile(r"[^\W\d_][^\W\d_'’-]*")
-# Absolute periods a question can name; relative ones ("last year") have no anchor in a question.
-_ABSOLUTE_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+# Dates relative to when a question is asked ("last year", "this week", "yesterday"), which the
+# contract never says: a question keeps the periods it names (a month or a day without its year
+# is read as the latest before the memory's last message).
+_RELATIVE_TO_ASKING = RELATIVE_KINDS - {"month_name"}
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,12 @@ def content_terms(text: str) -> QueryTerms:
     return QueryTerms(kept if kept or terms.grams else terms.words, terms.grams)
 
 
-def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
+def plan(query: str, options: tuple[str, ...] = (), now_ms: int | None = None) -> QueryPlan:
     """What `query` asks for. Its features (exact words, names, numbers, dates, intent) are read
-    from the part that asks; every term of the question counts lexically, the aside's less."""
+    from the part that asks; every term of the question counts lexically, the aside's less. A
+    month or a day named without its year ("in June", "on 9 October") is read as of `now_ms`:
+    the memory's latest message, the nearest to when it is asked that a Search knows (the
+    contract sends no time with a question; without one, the present)."""
     ask, aside = ask_and_aside(query)
     ask_terms, aside_terms = content_terms(ask), content_terms(aside)
     lexical = tuple(weighted_terms(ask_terms, aside_terms))
@@ -115,7 +120,8 @@ def plan(query: str, options: tuple[str, ...] = ()) -> QueryPlan:
         entities=frozenset(entities_of(ask)),
         names=names_in(ask),
         numbers=frozenset(numbers_of(ask)),
-        dates=tuple(d for d in extract_dates(ask, None) if _ABSOLUTE_DATE.match(d)),
+        dates=tuple(dict.fromkeys(m.value for m in date_mentions(ask, now_ms)
+                                  if m.kind not in _RELATIVE_TO_ASKING)),
         asks_when=_ASKS_WHEN.search(ask) is not None,
         asks_current=_ASKS_CURRENT.search(ask) is not None and not asks_history,
         options=tuple(weighted_terms(option_terms, QueryTerms([], []))),

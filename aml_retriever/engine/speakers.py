@@ -19,6 +19,7 @@ hits (1: .652, 3: .653), which also bounds the work by the hits, not by the memo
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aml_retriever.analysis.features import unnamed_turn
@@ -86,23 +87,28 @@ class SpeakerTerm:
     def add(self, scores: dict[int, float], named_terms: list[tuple[Term, str]], limit: int,
             session_id: str | None) -> None:
         """Add each name's part to `scores`: in the texts that write it (FTS5's part), and once
-        in each of its role's turns near the best `limit` hits that name no speaker of their own."""
+        in each of its role's turns that name no speaker of their own near the best `limit`
+        hits."""
         for term, role in named_terms:
             written = dict(self.index.term_parts(term, limit, session_id))
             weight = term.weight * idf(self.index.size,
                                        self.index.doc_count(term) + stored.unnamed(self.conn, role))
             for rowid, part in written.items():
                 scores[rowid] += weight * part
-            said = [m for m in self._turns_of(role, best(scores, limit)) if m not in written]
+            said = [m for m in self._turns_of(role, self._near(best(scores, limit)))
+                    if m not in written]
             average = self.index.average_length
             for rowid, length in sorted(token_counts(self.conn, said).items()):
                 if length > 0:
                     scores[rowid] += weight * tf_part(length, average)
 
-    def _turns_of(self, role: str, hits: list[tuple[int, float]]) -> list[int]:
-        """The role's messages without a speaker of their own within SPEAKER_REACH of the hits."""
-        near = sorted({m for turn in turns(self.conn, [m for m, _ in hits], SPEAKER_REACH).values()
+    def _near(self, hits: list[tuple[int, float]]) -> list[int]:
+        """The messages within SPEAKER_REACH of the hits."""
+        return sorted({m for turn in turns(self.conn, [m for m, _ in hits], SPEAKER_REACH).values()
                        for m in turn.run})
+
+    def _turns_of(self, role: str, near: Sequence[int]) -> list[int]:
+        """The role's messages among these that name no speaker of their own (and are visible)."""
         if self.visible.hides:
             near = [m for m in near if self.visible.admits(m)]
         return [m for m, message_role, keys in

@@ -15,7 +15,7 @@ from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.validation import SearchRequest
-from aml_retriever.storage import audit
+from aml_retriever.storage import audit, timeline
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import CURRENT, ReadFilter
 from aml_retriever.storage.views import WINDOW_SEPARATOR
@@ -36,8 +36,8 @@ class Reads(Part):
         with self.store.connection(request.user_id, create=False) as conn:
             if conn is None:
                 return {"data": [], "words": 0} if max_words else {"data": []}
-            query_plan = plan(request.query, request.options)
             with self.store.read(conn):
+                query_plan = plan(request.query, request.options, timeline.latest_said(conn))
                 retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
                 data = [self._result(r, retrieval.rows, statements) for r in results]

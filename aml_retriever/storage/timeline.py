@@ -145,3 +145,22 @@ class Visibility:
 
     def admits(self, message_id: int) -> bool:
         return not self.hides or message_id not in self.hidden
+
+
+def said_between(conn: sqlite3.Connection, start_ms: int, end_ms: int, session_id: str | None,
+                 limit: int) -> list[int]:
+    """The first `limit` messages said within a span (their timestamps), of one session when
+    given, in time order; found through the sessions whose span meets it (a session's first
+    and last time are kept beside it) and their messages in time order (`messages_by_session`),
+    never by a scan of the messages."""
+    return [row[0] for row in conn.execute(
+        "SELECT m.id FROM sessions s JOIN messages m INDEXED BY messages_by_session "
+        "ON m.session_id = s.session_id AND m.timestamp_ms BETWEEN ? AND ? "
+        "WHERE s.first_ms <= ? AND s.last_ms >= ? AND (?5 IS NULL OR s.session_id = ?5) "
+        "ORDER BY m.timestamp_ms, m.id LIMIT ?6",
+        (start_ms, end_ms, end_ms, start_ms, session_id, limit))]
+
+
+def latest_said(conn: sqlite3.Connection) -> int | None:
+    """When the latest message of the memory was said (its sessions' last times)."""
+    return conn.execute("SELECT max(last_ms) FROM sessions").fetchone()[0]
