@@ -90,6 +90,13 @@ def test_results_from_contract_items_keep_content_ids_and_score():
     assert metrics.results_from_items(items) == [Result("x", ("m1", "m2"), 2.0), Result("y", (), 1.5)]
 
 
+def test_reader_measures_are_averaged_over_the_questions_they_apply_to():
+    rows = [{"date visible": 1.0, "speaker visible": None}, {"date visible": 0.0},
+            {"date visible": None, "speaker visible": None}]
+    assert metrics.applicable_means(rows) == {"date visible": 0.5, "n date visible": 2,
+                                              "speaker visible": None, "n speaker visible": 0}
+
+
 def test_confidence_auroc_counts_wins_and_half_ties():
     pairs = [(2.0, 1.0), (1.0, 1.0), (None, 0.5), (3.0, None)]
     assert metrics.confidence_auroc(pairs) == pytest.approx((1 + 0.5 + 0 + 1) / 4)

@@ -52,6 +52,7 @@ def test_sessions_become_chronological_adds_within_the_limits(locomo):
 def test_each_turn_carries_its_speaker_time_and_photo(locomo):
     dia = locomo["dia"]
     assert dia["D1:1"]["content"] == "Ana: Hi Ben! I finally picked up my pottery wheel yesterday."
+    assert (dia["D1:1"]["speaker"], dia["D1:2"]["speaker"]) == ("Ana", "Ben")
     photo = "Ana: Here it is. [shares a photo: a photo of a blue ceramic bowl on a table]"
     assert dia["D1:7"]["content"] == photo
     first, second = locomo["adds"][1]["messages"][:2]
@@ -87,7 +88,10 @@ def test_replay_loads_with_evidence_located_in_its_add(locomo, tmp_path):
     by_id = {a["request_id"]: a for a in conversation.adds}
     for evidence in wheel.evidence:
         assert by_id[evidence.request_id]["messages"][evidence.position]["content"] == evidence.content
+    assert [e.speaker for e in wheel.evidence] == ["Ana", "Ana"]
     assert conversation.questions[4].adversarial  # category 5
+    # Category 2 is the temporal one, what `date visible` applies to.
+    assert [q.temporal for q in conversation.questions] == [False, False, True, False, False, False]
 
 
 def test_a_flattened_per_conversation_file_is_read_too():
@@ -168,3 +172,6 @@ def test_a_conversation_with_evidence_texts_loads_with_abstentions(tmp_path):
     assert result["summary"]["groups"]["all"]["n"] == 1
     assert result["summary"]["groups"]["all"]["b@100w"]["mean"] == 1.0
     assert result["reference"]["groups"]["all"]["n"] == 1 and result["summary"]["adversarial"]["n"] == 1
+    # No speaker names and no LoCoMo categories: what a reader sees is not measured, not an error.
+    assert result["summary"]["groups"]["all"]["date visible"] is None
+    assert result["summary"]["groups"]["all"]["n speaker visible"] == 0

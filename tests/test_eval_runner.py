@@ -202,6 +202,17 @@ def test_seeds_combine_into_mean_and_range():
     assert combined["R@5"] == {"mean": pytest.approx(0.625), "min": 0.25, "max": 1.0}
 
 
+def test_seeds_combine_reader_measures_over_the_seeds_they_apply_to():
+    dated = runner.summarise([{**record("a", "u", "locomo", "temporal", 1.0), "date visible": 1.0},
+                              {**record("b", "u", "locomo", "temporal", 1.0), "date visible": 0.0}])
+    undated = runner.summarise([record("c", "u", "classic", "name", 1.0)])
+    assert undated["groups"]["all"]["date visible"] is None
+    combined = runner.combine_seeds([dated, undated])["groups"]["all"]
+    assert combined["date visible"] == {"mean": 0.5, "min": 0.5, "max": 0.5}
+    assert combined["n date visible"] == 2
+    assert combined["speaker visible"] is None and combined["n speaker visible"] == 0
+
+
 def test_progress_reports_on_stderr_stream():
     class Sink:
         def __init__(self) -> None:

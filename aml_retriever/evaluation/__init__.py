@@ -8,6 +8,7 @@ Modules, in the order data flows through them:
   backends                   the in-process service, or any server over HTTP
   runner                     Adds, Searches, per-question records, per-group summaries
   metrics                    pure metric functions
+  reader                     what a reader of the results' text alone sees: dates, speakers
   experiment                 in-process runs of several configurations over several seeds
   ablation, scan             signal ablations and parameter grids
   report, cli                Markdown/JSON output and the commands behind scripts/

@@ -8,7 +8,9 @@ Three file formats load into it:
   (the Add that carried it, the message's index in that Add, and its exact text);
 - a **replay file** (one conversation: `user_id`, `adds`, `dia` mapping a turn id to
   `{"content", "add", ...}`, and `questions` whose `evidence` lists turn ids), what
-  `scripts/prepare_public_data.py` writes from LoCoMo and LongMemEval;
+  `scripts/prepare_public_data.py` writes from LoCoMo and LongMemEval; a LoCoMo turn's `speaker`
+  is kept with its evidence and a LoCoMo question of category 2 is flagged temporal, for the
+  measures of what a reader sees (reader.py);
 - a **conversation with evidence texts** (`user_id`, `adds`, and `questions` whose `evidence`
   lists the exact contents of the evidence messages; optional `conv` naming the set, such as
   `beam-100K-1`), the shape of converted BEAM and MemDaily development files. A question without
@@ -37,6 +39,7 @@ class Evidence:
     request_id: str
     position: int
     content: str
+    speaker: str = ""  # who said it, where the data names people (LoCoMo's turns); else ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Question:
     answer: str
     adversarial: bool = False
     difficulty: str = ""
+    # LoCoMo's category 2: a question about when something happened (reader.py's date visible).
+    temporal: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,8 @@ def from_replay(data: Mapping[str, Any], suite: str | None = None) -> Conversati
         # LoCoMo's category 5 is adversarial even where an answer was annotated.
         adversarial = bool(raw.get("adversarial", False)) or (numbered and category == 5)
         questions.append(Question(raw["qid"], raw["question"], name, label, tuple(evidence),
-                                  str(raw.get("answer", "")), adversarial))
+                                  str(raw.get("answer", "")), adversarial,
+                                  temporal=numbered and category == 2))
     return Conversation(data["user_id"], adds, tuple(questions))
 
 
@@ -144,7 +150,8 @@ def _locate_turn(adds: tuple[dict[str, Any], ...], turn: Mapping[str, Any]) -> E
     add = adds[turn["add"]]
     for position, message in enumerate(add["messages"]):
         if message["content"] == turn["content"]:
-            return Evidence(add["request_id"], position, turn["content"])
+            return Evidence(add["request_id"], position, turn["content"],
+                            str(turn.get("speaker") or ""))
     raise ValueError(f"turn content not found in Add {add['request_id']}")
 
 

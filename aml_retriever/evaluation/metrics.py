@@ -22,6 +22,11 @@ Per question, with E evidence messages and r(e) the rank of e (None when never r
              the end of its text in its first result are at most W; matched by id only, the
              whole result counts
 
+What a reader that reads only the results' text sees beside the evidence (reader.py): `date
+visible` and `speaker visible`, 1/0 per question where they apply and None where they do not;
+a group's value is their mean over the questions they apply to, beside that count (`n date
+visible`, `n speaker visible`).
+
 Volume, per question: `results`, `words` (in all results) and `words@5` (in the first five: what
 a reader of the top of the list pays).
 
@@ -54,6 +59,10 @@ BUDGET_KEYS = tuple(f"b@{w}w" for w in BUDGETS)
 IN_WINDOW_WORDS = 87_229
 IN_WINDOW = "in window"
 METRIC_KEYS = (*RECALL_KEYS, *ALL_HIT_KEYS, "MRR", f"nDCG@{NDCG_DEPTH}", *BUDGET_KEYS, IN_WINDOW)
+# Apart from METRIC_KEYS: they apply to some questions only, so they are averaged over those.
+DATE_VISIBLE = "date visible"
+SPEAKER_VISIBLE = "speaker visible"
+READER_KEYS = (DATE_VISIBLE, SPEAKER_VISIBLE)
 # Descriptive, not quality: how much the retriever returned.
 VOLUME_KEYS = ("results", "words", "words@5")
 
@@ -162,6 +171,23 @@ def mean_metrics(rows: Sequence[Mapping[str, float]],
     if not rows:
         return {}
     return {k: statistics.fmean(r[k] for r in rows) for k in keys if all(k in r for r in rows)}
+
+
+def applicable_count(key: str) -> str:
+    """The name of the count beside a mean over the questions a measure applies to."""
+    return f"n {key}"
+
+
+def applicable_means(rows: Sequence[Mapping[str, float | None]],
+                     keys: Sequence[str] = READER_KEYS) -> dict[str, float | None]:
+    """Per key, the mean over the rows where it applies (not None; None when it applies to none)
+    and how many those are."""
+    out: dict[str, float | None] = {}
+    for key in keys:
+        seen = [value for r in rows if (value := r.get(key)) is not None]
+        out[key] = statistics.fmean(seen) if seen else None
+        out[applicable_count(key)] = len(seen)
+    return out
 
 
 def confidence_auroc(pairs: Iterable[tuple[float | None, float | None]]) -> float | None:

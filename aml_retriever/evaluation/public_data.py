@@ -7,7 +7,8 @@ A replay file is one conversation, i.e. one user:
              most 20 messages, 2,000 words and 900 kB, as even in length as those limits allow
              (a single longer message travels alone); every message has its speaker's role and a
              timestamp (the session's time plus one second per turn, so turns keep their order)
-  dia        turn id -> {"content": the exact message sent, "session", "idx", "add"}
+  dia        turn id -> {"content": the exact message sent, "session", "idx", "add"}, plus
+             "speaker" (the speaker's name) for LoCoMo
   questions  qid, question, category, answer, adversarial, evidence (turn ids), evidence_raw,
              evidence_dropped (annotated ids that name no turn)
   stats      counts, for the converter's report
@@ -166,6 +167,7 @@ def convert_locomo(conv: str, conversation: dict[str, Any], qa: Sequence[dict[st
                if re.fullmatch(r"session_\d+", k) and v]
     numbers.sort(key=lambda n: (locomo_time(conversation[f"session_{n}_date_time"]), n))
     build = _Builder(conv, "locomo", user_id)
+    spoken_by: dict[str, str] = {}
     for n in numbers:
         turns = []
         for turn in conversation[f"session_{n}"]:
@@ -177,7 +179,10 @@ def convert_locomo(conv: str, conversation: dict[str, Any], qa: Sequence[dict[st
                 content += f" [shares a photo: {turn['blip_caption']}]"
             turn_id = (evidence_ids(turn["dia_id"]) or [str(turn["dia_id"])])[0]
             turns.append((turn_id, "user" if speaker == speaker_a else "assistant", content))
+            spoken_by[turn_id] = speaker
         build.session(f"s{n}", n, turns, locomo_time(conversation[f"session_{n}_date_time"]))
+    for turn_id, turn in build.dia.items():  # who spoke each turn: what `speaker visible` asks
+        turn["speaker"] = spoken_by[turn_id]
     questions = []
     for i, item in enumerate(qa):
         found, dropped = [], []

@@ -11,8 +11,8 @@ from typing import Any
 from aml_retriever.evaluation import metrics
 
 MAIN_COLUMNS = ("R@1", "R@5", "R@10", "R@20", "R@50", "R@100", "all@20", "MRR", "nDCG@10",
-                "b@200w", "b@500w", "b@1000w", "b@2000w", "in window")
-CATEGORY_COLUMNS = ("R@1", "R@5", "R@20", "all@20", "MRR", "b@500w", "b@1000w")
+                "b@200w", "b@500w", "b@1000w", "b@2000w", "in window", *metrics.READER_KEYS)
+CATEGORY_COLUMNS = ("R@1", "R@5", "R@20", "all@20", "MRR", "b@500w", "b@1000w", *metrics.READER_KEYS)
 
 
 def _value(cell: Any) -> float | None:

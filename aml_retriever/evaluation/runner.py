@@ -3,7 +3,9 @@
 `add_all` posts every Add (each user's Adds in order; users in parallel over HTTP), `search_all`
 asks every question, `score` turns the ranked results into per-question records (metrics.py) and
 `summarise` averages them per group: `all` (every answerable, non-adversarial question), each
-suite, each suite/category, each difficulty, plus the adversarial confidence measure.
+suite, each suite/category, each difficulty, plus the adversarial confidence measure. What a
+reader sees beside the evidence (reader.py) is read from the same results' contents, so the
+in-process service and a server over HTTP are measured alike.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from aml_retriever.evaluation import metrics
+from aml_retriever.evaluation import metrics, reader
 from aml_retriever.evaluation.backends import Backend
 from aml_retriever.evaluation.dataset import Conversation, Question
 
@@ -142,8 +144,19 @@ def score(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
             hits = metrics.first_hits([e.content for e in q.evidence], o.results)
             record["ranks"] = [h.rank if h else None for h in hits]
             record.update(metrics.question_metrics(hits))
+            record.update(reader_view(q, o.results))
         records.append(record)
     return records
+
+
+def reader_view(q: Question, results: Sequence[metrics.Result]) -> dict[str, float | None]:
+    """Whether the results' text shows the date and the speaker beside the question's evidence
+    (None where the question does not ask for them)."""
+    contents = [r.content for r in results]
+    return {metrics.DATE_VISIBLE: reader.date_visible(q.temporal, q.answer,
+                                                      [e.content for e in q.evidence], contents),
+            metrics.SPEAKER_VISIBLE: reader.speaker_visible(
+                q.question, [(e.content, e.speaker) for e in q.evidence], contents)}
 
 
 def _group_keys(record: dict[str, Any]) -> list[str]:
@@ -162,7 +175,7 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if record["evidence"]:
             for key in _group_keys(record):
                 grouped.setdefault(key, []).append(record)
-    groups = {key: {"n": len(rows), **metrics.mean_metrics(rows)}
+    groups = {key: {"n": len(rows), **metrics.mean_metrics(rows), **metrics.applicable_means(rows)}
               for key, rows in sorted(grouped.items(), key=lambda kv: _group_order(kv[0]))}
     return {"groups": groups, "adversarial": adversarial_summary(records),
             "skipped_no_evidence": sum(1 for r in records if not r["evidence"] and not r["adversarial"]),
@@ -204,6 +217,11 @@ def combine_seeds(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
             values = [p[key] for p in present if key in p]
             if values:
                 row[key] = metrics.spread(values).as_dict()
+        for key in metrics.READER_KEYS:
+            count = metrics.applicable_count(key)
+            values = [p[key] for p in present if p[key] is not None]
+            row[key] = metrics.spread(values).as_dict() if values else None
+            row[count] = sum(p[count] for p in present)
         groups[name] = row
     adversarial: dict[str, Any] = {"n": sum(s["adversarial"]["n"] for s in summaries)}
     for key in ("confidence_auroc", "empty_rate", "mean_results"):
