@@ -52,7 +52,7 @@ class App:
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None,
-                                     config.answer_window_tokens)
+                                     config.answer_window_tokens, config.reader_view)
         self.metrics = Metrics(process)
         self.metrics.store = StoreScan(self.service.stats)
         self.store.on_checkpoint = self.metrics.checkpointed
@@ -88,7 +88,8 @@ class App:
 
     def _window_note(self) -> str:
         tokens = self.config.answer_window_tokens
-        return f"; answer window {tokens} tokens" if tokens else ""
+        note = f"; answer window {tokens} tokens" if tokens else ""
+        return note + ("; reader's view on" if self.config.reader_view else "")
 
     def run_forever(self) -> None:
         """Serve in this thread until SIGTERM, SIGINT or SIGHUP, then stop gracefully (a hang-up

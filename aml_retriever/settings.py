@@ -79,6 +79,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Search answers its ranked evidence first, then the rest of the memory most likely to "
             "hold what the ranking missed, up to top_k items (0 = off: ranked evidence only; the "
             "leaderboard's reader: 117760)", minimum=0),
+    Setting("reader_view", False, bool, "show each message an answer returns with the day and "
+            "time it was said and its speaker, and the dates it gives relative to that day "
+            "written out after it, for a reader that reads only the items' text (the "
+            "leaderboard's; agents have created_at and role)"),
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
     Setting("hit_depth", _RETRIEVAL.hit_depth, int, "message hits read for each candidate "

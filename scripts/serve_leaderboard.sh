@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Serve for the leaderboard: the API as ./scripts/serve.sh serves it, with the answer window on at
 # the size the leaderboard's reader reads (gpt-4o-mini answers from the first 117,760 tokens of a
-# top_k 100 Search's results). Every Search then answers the ranked evidence first and fills the
-# rest of the window with the user's memory most likely to hold what the ranking missed (README,
-# "Leaderboard submission"). Flags pass through (--port 9000 --api-key KEY ...); a later
-# --answer-window-tokens overrides this one.
+# top_k 100 Search's results), and the reader's view on (that reader reads only the items' text:
+# each message is shown with its day, time and speaker, and its relative dates written out).
+# Every Search then answers the ranked evidence first and fills the rest of the window with the
+# user's memory most likely to hold what the ranking missed (README, "Leaderboard submission").
+# Flags pass through (--port 9000 --api-key KEY ...); a later --answer-window-tokens or
+# --no-reader-view overrides these.
 set -euo pipefail
-exec "$(dirname "$0")/serve.sh" --answer-window-tokens 117760 "$@"
+exec "$(dirname "$0")/serve.sh" --answer-window-tokens 117760 --reader-view "$@"

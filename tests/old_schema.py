@@ -23,7 +23,8 @@ LAST_WITH_WINDOW_ROWS = 3
 # What each shard migration from 5 on added, undone: a current user file taken back to the
 # schema before it, its rows kept (`take_back`). A new migration adds its line here.
 _UNDO = {
-    9: "DROP TABLE speaker_mentions; DROP TABLE speaker_names; DROP TABLE roles;",
+    9: """DROP TABLE speaker_mentions; DROP TABLE speaker_names; DROP TABLE roles;
+          ALTER TABLE messages DROP COLUMN told;""",
     8: "DROP INDEX messages_links;",
     7: "ALTER TABLE messages DROP COLUMN marks; ALTER TABLE messages DROP COLUMN signal_keys;",
     6: "ALTER TABLE messages DROP COLUMN tokens;",

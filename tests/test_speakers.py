@@ -240,5 +240,5 @@ def test_bad_input_is_bounded_and_stored(tmp_path: Path) -> None:
 
 
 def test_mentions_are_mentions() -> None:
-    assert mentions("Hey Mel!") == (Mention("mel", ADDRESSED),)
+    assert mentions("Hey Mel!") == (Mention("mel", ADDRESSED, "Mel"),)
     assert finder.MIN_VOTES >= 2

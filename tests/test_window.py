@@ -85,15 +85,18 @@ def test_a_memory_that_fits_is_returned_whole(service):
 
 
 def test_the_answer_stays_inside_the_window(service):
+    """The answer and the rest of the reader's prompt (its instructions, the question) fit the
+    window: the last item is never cut, however long the question."""
     texts = stored(service)
-    for tokens in (400, 1_500, 5_000):
-        data = search(service, "the garden shed roof", 100, tokens)["data"]
-        assert data
-        context = [item for item in data if item["view"] == "context"]
-        spent = sum(estimate_tokens(texts[m]) + 1 for item in data for m in members(item)) \
-            + window.ITEM_TOKENS * len(data)
-        assert spent <= tokens or not context  # the ranked front alone may pass a tiny window
-        assert context or tokens < 1_500
+    for tokens in (600, 2_000, 5_000):
+        for query in ("the garden shed roof", "the garden shed roof " + "and the long aside " * 60):
+            data = search(service, query, 100, tokens)["data"]
+            assert data
+            context = [item for item in data if item["view"] == "context"]
+            spent = sum(estimate_tokens(texts[m]) + 1 for item in data for m in members(item)) \
+                + window.ITEM_TOKENS * len(data) + window.prompt_tokens(query, ())
+            assert spent <= tokens or not context  # the ranked front alone may pass a tiny window
+            assert context or tokens < 2_000
 
 
 @pytest.mark.parametrize("max_words", [300, 2_000])
@@ -185,7 +188,7 @@ def test_the_leaderboard_script_serves_with_the_window_on(tmp_path):
     finally:
         server.terminate()
         _, err = server.communicate(timeout=30)
-    assert "answer window 117760 tokens" in err
+    assert "answer window 117760 tokens; reader's view on" in err
 
 
 def test_the_front_kept_is_read_no_further_than_it_keeps():

@@ -48,6 +48,7 @@ _CUES: dict[str, tuple[str, ...]] = {
     "tomorrow": ("tomorrow",),
     "weekday": ("day",),
     "ago": ("ago",),
+    "ahead": ("day", "week", "month", "year"),
     "relative_unit": ("week", "month", "year"),
 }
 # What a kind's every match holds, as the names `_present` gives them.
@@ -74,6 +75,7 @@ _WHOLE_WORDS: dict[str, frozenset[str]] = {
                         "september", "oct", "october", "nov", "november", "dec", "december"}),
     "weekday": frozenset(WEEKDAYS),
     "relative_unit": frozenset({"week", "weekend", "month", "year"}),
+    "ahead": frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years"}),
 }
 
 
@@ -125,6 +127,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("weekday", re.compile(r"(last|this past|past|next|this|on)\s+"
                            r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
     ("ago", re.compile(_COUNT + r"\s+(day|week|month|year)s?\s+ago\b")),
+    ("ahead", re.compile(r"in\s+" + _COUNT + r"\s+(day|week|month|year)s?\b")),
     ("relative_unit", re.compile(r"(last|next|this|past)\s+(week|weekend|month|year)\b")),
     ("month_name", re.compile(r"(?:in|last|this|next|since|during)\s+" + _MONTH + r"\b")),
 ]
@@ -171,6 +174,8 @@ def _resolve(kind: str, m: re.Match[str], ref: dt.date) -> str | None:
         return _weekday(g[0], WEEKDAYS[g[1]], ref)
     if kind == "ago":
         return _ago(_count(g[0]), g[1], ref)
+    if kind == "ahead":
+        return _ago(-_count(g[0]), g[1], ref)
     if kind == "relative_unit":
         return _relative_unit(g[0], g[1], ref)
     if kind == "month_name":
@@ -226,9 +231,14 @@ class DateMention(NamedTuple):
 # Kinds read from the words alone, whatever the reference time ("13 March, 2023", "May 2023");
 # the others are read against it ("yesterday", "last week", "in June").
 ABSOLUTE_KINDS = frozenset({"iso", "day_month_year", "month_day_year", "month_year", "year"})
-# Kinds that name a time relative to the reference day, which a reader must be told.
-RELATIVE_KINDS = frozenset({"yesterday", "today", "tomorrow", "weekday", "ago", "relative_unit",
-                            "month_name"})
+# Kinds whose day a reader of the text alone must be told (memory/reader_view.py): those relative
+# to the day said ("today" is that day itself; a month named alone, "in June", may be the last
+# one or the next, and is left as written), and a day named without its year.
+TOLD_KINDS = frozenset({"yesterday", "tomorrow", "weekday", "ago", "ahead", "relative_unit",
+                        "day_month", "month_day"})
+# Kinds that name a time relative to the reference day.
+RELATIVE_KINDS = frozenset({"yesterday", "today", "tomorrow", "weekday", "ago", "ahead",
+                            "relative_unit", "month_name"})
 
 
 def extract_dates(text: str, reference_ms: int | None,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from aml_retriever.analysis.dates import extract_dates
+from aml_retriever.analysis.dates import TOLD_KINDS, DateMention, date_mentions
 from aml_retriever.analysis.stopwords import STOP_WORDS
 from aml_retriever.analysis.tokenizer import ASCII_WORD_GAPS, normalize
 
@@ -69,6 +69,10 @@ KEY_END = "\n"
 MARK_UPDATE, MARK_DATED = 1, 2
 
 
+# Most dates a message keeps to be told to a reader (`Features.told`): bounded work and words.
+MOST_TOLD = 8
+
+
 @dataclass(frozen=True)
 class Features:
     speaker: str = ""
@@ -76,6 +80,10 @@ class Features:
     numbers: tuple[str, ...] = ()
     dates: tuple[str, ...] = ()
     update: bool = False
+    # The dates whose day a reader must be told (dates.TOLD_KINDS), as (written, kind, date):
+    # stored apart from the rest (`told_json`), for the reader's view; not in `to_json`, nor
+    # compared (features read back from JSON equal those extracted).
+    told: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     def to_json(self) -> str:
         """A JSON array in field order, `[speaker, entities, numbers, dates, update]`, without
@@ -99,6 +107,10 @@ class Features:
         """Its keys as stored: each between newlines, so `needle(key)` finds a whole key."""
         keys = self.keys()
         return KEY_END + KEY_END.join(map(_one_line, keys)) + KEY_END if keys else ""
+
+    def told_json(self) -> str:
+        """`told` as stored (messages.told): a JSON array, or '' when there is none."""
+        return json.dumps([list(t) for t in self.told], ensure_ascii=False) if self.told else ""
 
     @property
     def marks(self) -> int:
@@ -233,10 +245,24 @@ def extract(role: str, content: str, timestamp_ms: int | None) -> Features:
     characters, 40 us a reading of 290 us of features)."""
     speaker, body = speaker_of(role, content)
     if not body.isascii():
+        mentions = date_mentions(body, timestamp_ms)
         return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body),
-                        dates=tuple(extract_dates(body, timestamp_ms)), update=states_update(body))
+                        dates=_values(mentions), update=states_update(body),
+                        told=told_of(body, mentions))
     lowered = body.lower()
     words = ascii_words(lowered)
+    mentions = date_mentions(body, timestamp_ms, frozenset(words))
     return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body, words),
-                    dates=tuple(extract_dates(body, timestamp_ms, frozenset(words))),
-                    update=_ascii_states_update(body, lowered, words))
+                    dates=_values(mentions), update=_ascii_states_update(body, lowered, words),
+                    told=told_of(body, mentions))
+
+
+def _values(mentions: list[DateMention]) -> tuple[str, ...]:
+    """The dates mentioned, in text order, each once (dates.extract_dates)."""
+    return tuple(dict.fromkeys(m.value for m in mentions))
+
+
+def told_of(text: str, mentions: list[DateMention]) -> tuple[tuple[str, str, str], ...]:
+    """The mentions whose day a reader must be told, as (written, kind, date), at most MOST_TOLD."""
+    return tuple((" ".join(text[m.start:m.end].split()), m.kind, m.value)
+                 for m in mentions if m.kind in TOLD_KINDS)[:MOST_TOLD]

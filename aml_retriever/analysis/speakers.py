@@ -86,6 +86,7 @@ class Mention:
 
     name: str  # normalised (tokenizer.normalize)
     kind: str
+    written: str = ""  # as the text writes it ("Zoë")
 
 
 def mentions(text: str) -> tuple[Mention, ...]:
@@ -97,20 +98,21 @@ def mentions(text: str) -> tuple[Mention, ...]:
 
 
 def _mentions(text: str) -> list[Mention]:
-    found = [Mention(name, ADDRESSED) for name in _names(_ADDRESSED, text)]
+    found = [Mention(name, ADDRESSED, written) for name, written in _names(_ADDRESSED, text)]
     if "m" in text or "M" in text:  # every self-introduction holds "I'm", "am", "me" or "name"
-        found += [Mention(name, INTRODUCED) for name in _names(_INTRODUCED, text)]
+        found += [Mention(name, INTRODUCED, written) for name, written in _names(_INTRODUCED, text)]
     return found
 
 
-def _names(pattern: re.Pattern[str], text: str) -> list[str]:
+def _names(pattern: re.Pattern[str], text: str) -> list[tuple[str, str]]:
+    """The names a pattern finds, each normalised and as written."""
     names = []
     for match in pattern.finditer(text):
         written = next(group for group in match.groups() if group)
         name = normalize(written)
         if len(written) > 1 and written[0].isupper() and not written.isupper() \
                 and name not in _NOT_NAMES and not _CONTRACTION.search(written):
-            names.append(name)
+            names.append((name, written))
     return names
 
 
@@ -122,6 +124,7 @@ class Evidence:
     role: str
     addressed: int = 0
     introduced: int = 0
+    written: str = ""  # the name as first written
 
     @property
     def votes(self) -> int:
@@ -136,6 +139,11 @@ class Speakers:
     roles: dict[str, str]
     names: dict[str, tuple[str, ...]]
     evidence: dict[str, Evidence]
+
+    @property
+    def written(self) -> dict[str, str]:
+        """Each attached name as the conversation first wrote it."""
+        return {name: e.written or name.title() for name, e in self.evidence.items()}
 
     def role_of(self, name: str) -> str | None:
         """The role a name is attached to: the name itself, or one it shortens or that shortens

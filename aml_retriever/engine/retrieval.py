@@ -53,6 +53,7 @@ class Retrieval:
         self.explain = explain  # each result carries its lists' parts in its score (`Part`)
         self.rows: dict[int, MessageRow] = {}  # every message a stage read, by id
         self.words_returned: int | None = None  # the words packed, when a budget was given
+        self.speaker_roles: frozenset[str] = frozenset()  # the roles of the speakers it names
 
     @cached_property
     def visible(self) -> Visibility:
@@ -76,6 +77,7 @@ class Retrieval:
         depth = max(self.config.candidate_depth, top_k)
         speakers = named(self.conn, plan)
         plan = replace(plan, speakers=speakers.names, speaker_roles=speakers.roles)
+        self.speaker_roles = frozenset(role for _, role in speakers.roles)
         words = QuestionWords(plan.exact, self.index, self.rows)  # each message read once a Search
         while True:
             budget = WordBudget(max_words, self._words) if max_words else None

@@ -31,6 +31,7 @@ class MessageRow:
     superseded_by: int | None
     trust: str
     origin: str
+    told: str | None  # the dates it gives relative to its day (features.Features.told_json)
 
     @cached_property
     def day(self) -> str:
@@ -42,5 +43,5 @@ def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterab
     missing = [i for i in ids if i not in rows]
     for row in rows_in(conn, "SELECT id, session_id, role, content, timestamp_ms, segment_id, "
                        "marks, signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, "
-                       "trust, origin FROM messages WHERE id", missing):
+                       "trust, origin, told FROM messages WHERE id", missing):
         rows[row[0]] = MessageRow(*row)

@@ -16,6 +16,7 @@ tokens; evidence inside the window, LoCoMo / BEAM 100K / BEAM 500K / MemDaily x1
   2. every other ranked hit's own messages, so no evidence the ranking returns today is lost;
   3. the user's own turns in the sessions the ranking touched (sessions weighed by the sum of
      1/sqrt(rank) of their hits): most questions ask what the user said (BEAM: 78% of evidence);
+     for a question that names a speaker the conversation knows by their role, that role's;
   4. every hit's messages and those 1 and 2 away;
   5. the rest of those sessions, nearest a hit first;
   6. everything else, oldest session first.
@@ -33,7 +34,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.storage.timeline import ReadFilter
@@ -48,6 +49,18 @@ KEEP_MAX = 50
 # What a reader spends on an item besides its content (its id, time, role, separators), counted
 # against the window so that the last item is not cut.
 ITEM_TOKENS = 16
+# What the reader's prompt holds besides the items: its instructions and answer template (the
+# leaderboard's are 73 to 374 tokens; this leaves room for one a little longer), then the
+# question and its options, counted as the items are (`prompt_tokens`).
+PROMPT_RESERVE = 400
+# What the reader's view (memory/reader_view.py) adds to a message at most but for the dates it
+# writes out: a day and time, a name and a role ("[Mon 8 May 2023, 13:56 UTC] Caroline (user): ",
+# 19 tokens by the estimate; a name of three words and a long role, 30). The fill counts it for
+# each message; the items as rendered are then counted again, exactly (`within`).
+VIEW_LINE_TOKENS = 30
+# The turns of the question's speakers, when it names none: the user's own (BEAM: 78% of the
+# evidence is the user's turns).
+USERS = frozenset({"user"})
 # Messages tried in a row that did not fit what is left of the window before the fill stops:
 # the rest of a long memory is then all too large.
 GIVE_UP_AFTER = 400
@@ -55,6 +68,26 @@ GIVE_UP_AFTER = 400
 Phase = tuple[str, int, int]
 ORDER: tuple[Phase, ...] = (("near", 20, 3), ("near", 100, 0), ("users", 100, 0),
                             ("near", 100, 2), ("sessions", 100, 0), ("time", 0, 0))
+
+
+def prompt_tokens(query: str, options: Sequence[str]) -> int:
+    """What the reader's prompt spends besides the items: PROMPT_RESERVE, the question and its
+    options."""
+    return PROMPT_RESERVE + estimate_tokens(query) + sum(estimate_tokens(o) for o in options)
+
+
+def within(items: list[tuple[dict[str, Any], Any]], tokens: list[int],
+           budget: int) -> list[tuple[dict[str, Any], Any]]:
+    """The context items, in order, that `budget` tokens hold, each item its `tokens` and
+    ITEM_TOKENS: the fill counted a message in the reader's view at most what the view adds but
+    for its dates, which only the rendered message tells."""
+    kept_items = []
+    for item, count in zip(items, tokens, strict=True):
+        budget -= count + ITEM_TOKENS
+        if budget < 0:
+            break
+        kept_items.append(item)
+    return kept_items
 
 
 class Message(NamedTuple):
@@ -111,15 +144,16 @@ def kept(word_counts: Iterable[int], top_k: int) -> tuple[int, int]:
 
 
 def context(memory: Memory, hits: Sequence[Sequence[int]], returned: set[int], budget: int,
-            slots: int) -> list[list[int]]:
+            slots: int, users: frozenset[str] = USERS, per_message: int = 0) -> list[list[int]]:
     """Runs of messages not in `returned` (ids in conversation order), in the order their first
-    message was chosen, within `budget` tokens (each run's messages plus ITEM_TOKENS) and `slots`
-    runs. `hits`: the ranked items' messages, best first. A run may step over messages the
-    ranked part holds: its ids are exactly the messages it carries."""
+    message was chosen, within `budget` tokens (each run's messages, each with `per_message`
+    more, plus ITEM_TOKENS) and `slots` runs. `hits`: the ranked items' messages, best first;
+    `users`: the roles whose turns the "users" phase takes (the question's speakers'). A run may
+    step over messages the ranked part holds: its ids are exactly the messages it carries."""
     where = {m: (s, p) for s, ids in enumerate(memory.sessions) for p, m in enumerate(ids)}
     taken: dict[tuple[int, int], int] = {}  # position -> the order it was chosen in
     runs = refused = 0
-    for s, p in _candidates(memory, hits, where):
+    for s, p in _candidates(memory, hits, where, users):
         if budget <= 0 or refused >= GIVE_UP_AFTER:
             break
         m = memory.sessions[s][p]
@@ -129,7 +163,7 @@ def context(memory: Memory, hits: Sequence[Sequence[int]], returned: set[int], b
         opens = 1 - joins  # 1 opens a run, 0 extends one, -1 joins two
         if opens == 1 and runs >= slots:
             continue  # no item left to open: only extensions and joins from now on
-        cost = memory.messages[m].tokens + 1 + ITEM_TOKENS * opens  # + the separator
+        cost = memory.messages[m].tokens + 1 + per_message + ITEM_TOKENS * opens  # + the separator
         if cost > budget:
             refused += 1
             continue
@@ -167,8 +201,8 @@ def _runs(memory: Memory, taken: dict[tuple[int, int], int],
     return [run for _, run in sorted(found, key=lambda entry: entry[0])]
 
 
-def _candidates(memory: Memory, hits: Sequence[Sequence[int]],
-                where: dict[int, tuple[int, int]]) -> Iterator[tuple[int, int]]:
+def _candidates(memory: Memory, hits: Sequence[Sequence[int]], where: dict[int, tuple[int, int]],
+                users: frozenset[str]) -> Iterator[tuple[int, int]]:
     """Every position in the order ORDER tries them (a position may come more than once)."""
     placed = [[where[m] for m in ids if m in where] for ids in hits]
     placed = [ps for ps in placed if ps]
@@ -177,7 +211,7 @@ def _candidates(memory: Memory, hits: Sequence[Sequence[int]],
             yield from _near(memory, placed[:best], radius)
         elif kind == "users":
             yield from ((s, p) for s, p in _sessions(memory, placed[:best])
-                        if memory.messages[memory.sessions[s][p]].role == "user")
+                        if memory.messages[memory.sessions[s][p]].role in users)
         elif kind == "sessions":
             yield from _sessions(memory, placed[:best])
         else:

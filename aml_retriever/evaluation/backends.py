@@ -42,9 +42,10 @@ class InProcess:
     """
 
     def __init__(self, path: str | Path, retrieval: RetrievalConfig | None = None,
-                 answer_window_tokens: int = 0) -> None:
+                 answer_window_tokens: int = 0, reader_view: bool = False) -> None:
         self.service = MemoryService.open(str(path), retrieval=retrieval, synchronous="NORMAL")
         self.service.answer_window_tokens = answer_window_tokens
+        self.service.reader_view = reader_view
 
     def add(self, body: dict[str, Any]) -> None:
         self.service.add(parse_add(body, ADD_MESSAGE_LIMIT))

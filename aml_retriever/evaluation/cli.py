@@ -72,6 +72,10 @@ def _data_arguments(parser: argparse.ArgumentParser) -> None:
                         help="in-process: fill a reader's window of N tokens after the ranked "
                              "evidence (the setting answer_window_tokens; 117760 is the "
                              "leaderboard's); the reports' 'in window' column reads it")
+    parser.add_argument("--reader-view", action="store_true",
+                        help="in-process: show each returned message with its day, time and "
+                             "speaker (the setting reader_view, on for the leaderboard); the "
+                             "reports' 'date visible' and 'speaker visible' columns read it")
 
 
 def _sources(args: argparse.Namespace) -> list[experiment.Source]:
@@ -96,7 +100,8 @@ def _experiment(args: argparse.Namespace,
     tasks = [experiment.Task(source, tuple(configs), args.top_k,
                              str(Path(args.store_dir) / source.label) if args.store_dir else None,
                              quiet=args.quiet, reference=getattr(args, "reference", False),
-                             answer_window_tokens=args.answer_window_tokens)
+                             answer_window_tokens=args.answer_window_tokens,
+                             reader_view=args.reader_view)
              for source in _sources(args)]
     return experiment.run_tasks(tasks, args.jobs)
 

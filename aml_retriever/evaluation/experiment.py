@@ -62,6 +62,7 @@ class Task:
     keep_records: bool = True
     reference: bool = False  # also answer with the bigram BM25 reference (config REFERENCE)
     answer_window_tokens: int = 0  # the setting of the same name (0: ranked evidence only)
+    reader_view: bool = False  # the setting of the same name
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def run_task(task: Task) -> dict[str, Any]:
                 builder.close()
             out["adds"][identity] = stats.as_dict()
             for name, config in members:
-                backend = InProcess(path, config, task.answer_window_tokens)
+                backend = InProcess(path, config, task.answer_window_tokens, task.reader_view)
                 try:
                     outcomes = runner.search_all(backend, conversations, task.top_k, progress=progress,
                                                  label=f"[{task.source.label}] search {name}")

@@ -19,6 +19,7 @@ class Service(Protocol):
     provenance: bool
     default_max_words: int | None
     answer_window_tokens: int
+    reader_view: bool
 
 
 class Part:

@@ -13,7 +13,9 @@ from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
+from aml_retriever.memory import reader_view
 from aml_retriever.memory.parts import Part
+from aml_retriever.memory.reader_view import ReaderView, Said
 from aml_retriever.memory.validation import SearchRequest
 from aml_retriever.storage import audit, timeline
 from aml_retriever.storage.store import rows_in
@@ -40,72 +42,108 @@ class Reads(Part):
                 query_plan = plan(request.query, request.options, timeline.latest_said(conn))
                 retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
-                data = [self._result(r, retrieval.rows, statements) for r in results]
+                view = ReaderView.read(conn) if self.service.reader_view else None
+                shown = [view.results(r.candidate.members, retrieval.rows) if view else None
+                         for r in results]
+                data = [self._result(r, retrieval.rows, statements, said)
+                        for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
                 if self.service.answer_window_tokens:
-                    data, words = self._fill(conn, request, results, data, max_words)
+                    data, words = self._fill(conn, request, retrieval, results, data, max_words,
+                                             view, shown)
         found: dict[str, Any] = {"data": data}
         if max_words:
             found["words"] = words
         return found
 
-    def _fill(self, conn: sqlite3.Connection, request: SearchRequest, results: list[Result],
-              data: list[dict[str, Any]],
-              max_words: int | None) -> tuple[list[dict[str, Any]], int]:
-        """The ranked evidence's front, then context up to the answer window (window.py); a
-        `max_words` budget bounds the whole answer too. Returns the items and their words."""
+    def _fill(self, conn: sqlite3.Connection, request: SearchRequest, retrieval: Retrieval,
+              results: list[Result], data: list[dict[str, Any]], max_words: int | None,
+              view: ReaderView | None,
+              shown: list[list[Said] | None]) -> tuple[list[dict[str, Any]], int]:
+        """The ranked evidence's front, then context up to the answer window (window.py), less
+        what the reader's prompt holds besides (window.prompt_tokens); a `max_words` budget
+        bounds the whole answer too (the messages' own words). Returns the items and their
+        words."""
         memory = window.Memory.read(conn, request.read, request.session_id)
-        keep, used = window.kept((reading_words(item["content"]) for item in data), request.top_k)
+        keep, used = window.kept((sum(reading_words(retrieval.rows[m].content)
+                                      for m in r.candidate.members) for r in results),
+                                 request.top_k)
         returned = {m for r in results[:keep] for m in r.candidate.members}
         spent = sum(memory.messages[m].tokens + 1 for m in returned if m in memory.messages)
-        budget = self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
+        spent += sum(reader_view.added_tokens(said) for said in shown[:keep] if said)
+        budget = (self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
+                  - window.prompt_tokens(request.query, request.options))
         runs = window.context(memory, [r.candidate.members for r in results], returned, budget,
-                              request.top_k - keep)
-        text = dict(rows_in(conn, "SELECT id, content FROM messages WHERE id",
-                            [m for run in runs for m in run]))
+                              request.top_k - keep, retrieval.speaker_roles or window.USERS,
+                              window.VIEW_LINE_TOKENS if view else 0)
+        stored = {row[0]: row for row in rows_in(
+            conn, "SELECT id, content, timestamp_ms, role, signal_keys, marks, told FROM messages "
+            "WHERE id",
+            [m for run in runs for m in run])}
         if max_words is not None:
-            runs, used = _within(runs, {m: reading_words(text[m]) for m in text}, max_words, used)
-        return data[:keep] + self._context_items(runs, text, memory), used
+            runs, used = _within(runs, {m: reading_words(stored[m][1]) for m in stored},
+                                 max_words, used)
+        context = self._context_items(runs, stored, memory, view, request.explain)
+        if view is not None:  # the fill counted each message's view at most, but for its dates
+            context = window.within(context, [sum(memory.messages[m].tokens + 1 for m in run)
+                                              + reader_view.added_tokens(said)
+                                              for run, (_, said) in zip(runs, context, strict=True)],
+                                    budget)
+        return data[:keep] + [item for item, _ in context], used
 
-    def _context_items(self, runs: list[list[int]], text: dict[int, str],
-                       memory: window.Memory) -> list[dict[str, Any]]:
-        """Context runs as answer items: whole messages, joined as a window's are, with their
-        provenance; a score of 0 (they are not ranked), after every ranked item."""
+    def _context_items(self, runs: list[list[int]], stored: dict[int, tuple[Any, ...]],
+                       memory: window.Memory, view: ReaderView | None,
+                       explain: bool) -> list[tuple[dict[str, Any], list[Said]]]:
+        """Context runs as answer items: whole messages, joined as a window's are (or as the
+        reader's view shows them), with their provenance; a score of 0 (they are not ranked),
+        after every ranked item. Each with its messages as the view shows them."""
         items = []
         for run in runs:
             first = memory.messages[run[0]]
+            said = [view.said(*stored[m]) for m in run] if view else []
             item: dict[str, Any] = {
                 "id": f"c{run[0]}" if len(run) == 1 else f"c{run[0]}-{run[-1]}",
-                "content": WINDOW_SEPARATOR.join(text[m] for m in run),
+                "content": reader_view.render(said) if view else
+                           WINDOW_SEPARATOR.join(stored[m][1] for m in run),
                 "score": 0.0, "created_at": iso_utc(first.timestamp_ms),
                 "role": ",".join(dict.fromkeys(memory.messages[m].role for m in run)),
                 "session_id": first.session_id}
             if self.service.provenance:
                 item.update(view="context", source_message_ids=[f"m{m}" for m in run],
                             evidence_flags=[])
-            items.append(item)
+            if explain:
+                item["explain"] = {"signals": [], "context": True}
+                if view:
+                    item["explain"]["reader_view"] = reader_view.added(said)
+            items.append((item, said))
         return items
 
-    def _result(self, result: Result, rows: dict[int, Any], statement: bool) -> dict[str, Any]:
+    def _result(self, result: Result, rows: dict[int, Any], statement: bool,
+                said: list[Said] | None = None) -> dict[str, Any]:
+        """A ranked result as an answer item (as the reader's view shows its messages, `said`,
+        when it is on)."""
         members = [rows[m] for m in result.candidate.members]
         first = members[0]
-        view = result.candidate.view
+        kind = result.candidate.view
         item: dict[str, Any] = {
-            "id": f"m{first.id}" if view == "message" else
+            "id": f"m{first.id}" if kind == "message" else
                   f"w{result.candidate.view_id}-" + "-".join(str(m.id) for m in members),
-            "content": WINDOW_SEPARATOR.join(m.content for m in members),
+            "content": reader_view.render(said) if said else
+                       WINDOW_SEPARATOR.join(m.content for m in members),
             "score": result.score,
             "created_at": iso_utc(first.timestamp_ms),
-            "role": first.role if view == "message" else
+            "role": first.role if kind == "message" else
                     ",".join(dict.fromkeys(m.role for m in members)),
             "session_id": first.session_id,
         }
         if self.service.provenance:
-            item.update(view=view, source_message_ids=[f"m{m.id}" for m in members],
+            item.update(view=kind, source_message_ids=[f"m{m.id}" for m in members],
                         evidence_flags=list(result.flags))
         if result.parts is not None:
             item["explain"] = {"signals": [{"signal": p.signal, "rank": p.rank, "weight": p.weight,
                                             "share": p.share} for p in result.parts]}
+            if said:
+                item["explain"]["reader_view"] = reader_view.added(said)
         if statement:
             item.update(origin=first.origin, trust=first.trust,
                         valid_from=iso_utc(first.valid_ms or first.timestamp_ms),
@@ -113,7 +151,7 @@ class Reads(Part):
                         else f"m{first.superseded_by}")
             return item
         # Only a read of the past or of proposals meets these, so a default answer is unchanged.
-        if view == "message" and first.superseded_by is not None:
+        if kind == "message" and first.superseded_by is not None:
             item["superseded_by"] = f"m{first.superseded_by}"
         if any(m.trust != "confirmed" for m in members):
             item["trust"] = "proposed"

@@ -26,13 +26,16 @@ class MemoryService:
 
     def __init__(self, store: Store, provenance: bool = True,
                  retrieval: RetrievalConfig | None = None,
-                 default_max_words: int | None = None, answer_window_tokens: int = 0) -> None:
+                 default_max_words: int | None = None, answer_window_tokens: int = 0,
+                 reader_view: bool = False) -> None:
         self.store = store
         self.provenance = provenance
         self.retrieval = retrieval or RetrievalConfig()
         self.default_max_words = default_max_words  # the budget of a Search that names none
         # Above 0: every Search fills the reader's window after its ranked evidence (window.py).
         self.answer_window_tokens = answer_window_tokens
+        # Each message an answer returns shown with its day, time and speaker (reader_view.py).
+        self.reader_view = reader_view
         self.writes = Writes(self)
         self.reads = Reads(self)
         self.removal = Removal(self)

@@ -45,9 +45,10 @@ class Upkeep(Part):
         recorder = speakers.SpeakerRecorder(conn)
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
-            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ? "
-                         "WHERE id = ?", (features.to_json(), estimate_tokens(content),
-                                          features.marks, features.keys_text(), message_id))
+            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ?, "
+                         "told = ? WHERE id = ?",
+                         (features.to_json(), estimate_tokens(content), features.marks,
+                          features.keys_text(), features.told_json(), message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])

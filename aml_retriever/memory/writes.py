@@ -95,13 +95,13 @@ class Writes(Part):
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
                 "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
-                "fingerprint, tokens, marks, signal_keys) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "fingerprint, tokens, marks, signal_keys, told) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
                  place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
                  stamp.trust, stamp.fingerprint, estimate_tokens(message.content),
-                 features.marks, features.keys_text())).lastrowid or 0
+                 features.marks, features.keys_text(), features.told_json())).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
             speakers.record(message_id, message.role, place.prev_id,

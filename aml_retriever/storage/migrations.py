@@ -82,7 +82,11 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     -- parsed from them: whether it states an update or a date, as bits (features.MARK_*), and
     -- its names, numbers, dates and speaker as keys, each between newlines (features.keys_text).
     marks INTEGER NOT NULL DEFAULT 0,
-    signal_keys TEXT NOT NULL DEFAULT ''
+    signal_keys TEXT NOT NULL DEFAULT '',
+    -- Migration 9: the dates it gives relative to its day, as the reader's view writes them out
+    -- (features.Features.told: JSON, '' when none). NULL in a file upgraded from before until
+    -- `reindex`: read from the text when shown.
+    told TEXT
 );"""
 # The conversation order of a session across Adds: (timestamp, arrival).
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
@@ -114,6 +118,7 @@ CREATE TABLE speaker_names (
     role TEXT NOT NULL,
     addressed INTEGER NOT NULL DEFAULT 0,
     introduced INTEGER NOT NULL DEFAULT 0,
+    written TEXT NOT NULL DEFAULT '',     -- the name as first written (the reader's view)
     PRIMARY KEY (name, role)
 ) WITHOUT ROWID;
 -- Each role's messages whose text names no speaker of its own: a name attached to the role
@@ -401,12 +406,14 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     """,
     # 8: the conversation links in an index of their own (a Search follows every hit's links).
     _LINKS_INDEX,
-    # 9: who is who in the conversation, found in its text (analysis/speakers.py). Each role's
+    # 9: who is who in the conversation, found in its text (analysis/speakers.py), and the dates
+    # each message gives relative to its day (the reader's view; NULL until `reindex`). Each role's
     # messages that name no speaker of their own are counted here from the stored keys (a
     # generic role's message names one when its keys hold a speaker: its "Name: " prefix); the
     # names the texts give need the texts read, which SQL cannot do: `reindex` finds them in
     # the messages stored before, an Add in its own.
     _SPEAKERS + f"""
+    ALTER TABLE messages ADD COLUMN told TEXT;
     INSERT INTO roles (role, unnamed)
     SELECT role, count(*) FROM messages
     WHERE lower(trim(role)) NOT IN ({_GENERIC_ROLES_SQL}) OR instr(signal_keys, char(10) || 's:') = 0

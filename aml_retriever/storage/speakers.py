@@ -52,15 +52,16 @@ class SpeakerRecorder:
             return
         addressed = (self._addressee(role, prev_id, answered_by)
                      if any(m.kind == ADDRESSED for m in found) else None)
-        rows = [(message_id, m.name, role if m.kind == INTRODUCED else addressed, m.kind)
-                for m in found if m.kind == INTRODUCED or addressed is not None]
+        given = [(m, role if m.kind == INTRODUCED else addressed) for m in found
+                 if m.kind == INTRODUCED or addressed is not None]
         self.conn.executemany("INSERT OR IGNORE INTO speaker_mentions (message_id, name, role, kind) "
-                              "VALUES (?, ?, ?, ?)", rows)
+                              "VALUES (?, ?, ?, ?)", [(message_id, m.name, to, m.kind) for m, to in given])
         self.conn.executemany(
-            "INSERT INTO speaker_names (name, role, addressed, introduced) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (name, role) DO UPDATE SET addressed = addressed + excluded.addressed, "
-            "introduced = introduced + excluded.introduced",
-            [(name, to, int(kind == ADDRESSED), int(kind == INTRODUCED)) for _, name, to, kind in rows])
+            "INSERT INTO speaker_names (name, role, addressed, introduced, written) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name, role) DO UPDATE SET "
+            "addressed = addressed + excluded.addressed, introduced = introduced + excluded.introduced",
+            [(m.name, to, int(m.kind == ADDRESSED), int(m.kind == INTRODUCED), m.written)
+             for m, to in given])
 
     def finish(self) -> None:
         """Write each role's count of messages that name no speaker in their text."""
@@ -138,7 +139,7 @@ def any_named(conn: sqlite3.Connection, names: Iterable[str]) -> bool:
 def read(conn: sqlite3.Connection) -> Speakers:
     """The names attached to roles in this user's memory (the MOST_NAMES most mentioned)."""
     return attach(Evidence(*row) for row in conn.execute(
-        "SELECT name, role, addressed, introduced FROM speaker_names "
+        "SELECT name, role, addressed, introduced, written FROM speaker_names "
         "ORDER BY addressed + introduced DESC, name, role LIMIT ?", (MOST_NAMES,)))
 
 

@@ -1,0 +1,154 @@
+"""The reader's view (the `reader_view` setting, on in scripts/serve_leaderboard.sh): each message
+an answer returns is shown with its day, time and speaker, and the dates it gives relative to
+that day written out after it; the message's own text stays whole and unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import Client
+
+from aml_retriever.analysis.features import MOST_TOLD
+from aml_retriever.cli import main
+from aml_retriever.evaluation.reader import date_visible, speaker_visible
+from aml_retriever.memory.reader_view import Said, render, written_out
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_add, parse_search
+
+
+def ms(year: int, month: int, day: int, hour: int = 13, minute: int = 56) -> int:
+    return int(dt.datetime(year, month, day, hour, minute, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+MONDAY = ms(2023, 5, 8)  # Monday 8 May 2023, 13:56 UTC
+
+
+@pytest.mark.parametrize(("text", "dates"), [
+    ("I went to a support group yesterday.", [("yesterday", "Sun 7 May 2023")]),
+    ("We hiked last Saturday and meet again next Monday.",
+     [("last Saturday", "Sat 6 May 2023"), ("next Monday", "Mon 15 May 2023")]),
+    ("Two days ago it rained; in two weeks we fly.",
+     [("Two days ago", "Sat 6 May 2023"), ("in two weeks", "Mon 22 May 2023")]),
+    ("Last week was busy, last weekend too.",
+     [("Last week", "the week of Mon 1 May 2023"), ("last weekend", "the weekend of Sat 6 May 2023")]),
+    ("Last month, last year, next month.",
+     [("Last month", "April 2023"), ("last year", "2022"), ("next month", "June 2023")]),
+    ("The show is on 20 May.", [("20 May", "Sat 20 May 2023")]),
+    ("Today I rest; on 7 May 2023 I ran; in June I fly.", []),  # today is the header's day
+    ("Nothing dated here.", []),
+])
+def test_relative_dates_are_written_out(text: str, dates: list[tuple[str, str]]) -> None:
+    assert list(written_out(text, MONDAY)) == dates
+
+
+def said(content: str, role: str = "user", speaker: str = "Caroline", source: str = "conversation",
+         at: int = MONDAY, message_id: int = 1) -> Said:
+    return Said(message_id, content, at, role, speaker, source, written_out(content, at))
+
+
+def test_a_message_reads_with_its_day_time_and_speaker() -> None:
+    text = "I went to a support group yesterday."
+    assert render([said(text)]) == ("[Mon 8 May 2023, 13:56 UTC] Caroline (user): I went to a "
+                                    "support group yesterday. [yesterday: Sun 7 May 2023]")
+    assert render([said(text, speaker="", source="")]) == (
+        "[Mon 8 May 2023, 13:56 UTC] user: I went to a support group yesterday. "
+        "[yesterday: Sun 7 May 2023]")
+    # The text names its speaker itself: it is not named twice.
+    assert render([said("Caroline: hello", speaker="", source="text")]) == (
+        "[Mon 8 May 2023, 13:56 UTC] (user) Caroline: hello")
+    assert render([said("hello", role="Caroline", speaker="Caroline", source="role")]) == (
+        "[Mon 8 May 2023, 13:56 UTC] Caroline: hello")
+
+
+def test_a_run_opens_with_its_day_and_keeps_each_text_whole() -> None:
+    first = "Wow, that's cool!\nTell me more."
+    run = [said(first, "assistant", "Melanie"), said("It was great.", at=MONDAY + 60_000),
+           said("See you tomorrow.", at=ms(2023, 5, 9, 8, 5))]
+    text = render(run)
+    assert text == ("[Mon 8 May 2023]\n13:56 Melanie (assistant): Wow, that's cool!\nTell me more.\n"
+                    "13:57 Caroline (user): It was great.\n[Tue 9 May 2023]\n08:05 Caroline "
+                    "(user): See you tomorrow. [tomorrow: Wed 10 May 2023]")
+    assert all(message.content in text for message in run)
+
+
+def test_the_dates_written_out_are_bounded() -> None:
+    assert len(written_out("yesterday " * 100, MONDAY)) == MOST_TOLD
+
+
+# A conversation as the leaderboard sends it: who speaks is known only from the text.
+TURNS = [
+    ("user", "Hey Mel! Good to see you!"),
+    ("assistant", "Hey Caroline! Good to see you too."),
+    ("user", "I went to a support group yesterday and it was powerful."),
+    ("assistant", "That's great, Caroline. I painted a lake last week."),
+    ("user", "Love it, Mel."),
+]
+QUESTION = {"category": 2, "answer": "7 May 2023", "question": "When did Caroline go to the support group?"}
+
+
+def store(svc: MemoryService) -> None:
+    svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s1", "messages": [
+        {"role": role, "content": text, "timestamp": MONDAY + i * 1000}
+        for i, (role, text) in enumerate(TURNS)]}, 200))
+
+
+def contents(svc: MemoryService, query: str, **extra: object) -> list[str]:
+    return [item["content"] for item in svc.search(parse_search(
+        {"user_id": "u", "query": query, "top_k": 5, **extra}))["data"]]
+
+
+def test_a_reader_of_the_text_alone_sees_when_and_who(tmp_path: Path) -> None:
+    with closing(MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")) as svc:
+        store(svc)
+        evidence = TURNS[2][1]
+        plain = contents(svc, QUESTION["question"])
+        # The control: without the view, the text shows neither the day nor the speaker.
+        assert evidence in plain[0]
+        assert date_visible(True, QUESTION["answer"], [evidence], plain) == 0.0
+        assert speaker_visible(QUESTION["question"], [(evidence, "Caroline")], plain) == 0.0
+        svc.reader_view = True
+        shown = contents(svc, QUESTION["question"])
+        assert evidence in shown[0]
+        assert date_visible(True, QUESTION["answer"], [evidence], shown) == 1.0
+        assert speaker_visible(QUESTION["question"], [(evidence, "Caroline")], shown) == 1.0
+        # The name the conversation uses: it says "Mel", never "Melanie".
+        assert speaker_visible("What did Mel paint?", [(TURNS[3][1], "Mel")],
+                               contents(svc, "What did Melanie paint?")) == 1.0
+
+
+def test_explain_says_what_the_view_added(tmp_path: Path) -> None:
+    with closing(MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")) as svc:
+        store(svc)
+        svc.reader_view = True
+        item = svc.search(parse_search({"user_id": "u", "query": QUESTION["question"], "top_k": 1,
+                                        "explain": True}))["data"][0]
+        assert {"message_id": "m3", "said_at": "2023-05-08T13:56:02Z", "role": "user",
+                "speaker": "Caroline", "speaker_from": "conversation",
+                "dates": [{"written": "yesterday", "date": "Sun 7 May 2023"}]
+                } in item["explain"]["reader_view"]
+        assert len(item["explain"]["reader_view"]) == len(item["source_message_ids"])
+
+
+def test_the_leaderboard_server_renders_its_window_and_keeps_it_whole(make_app) -> None:
+    app = make_app(answer_window_tokens=117_760, reader_view=True)
+    client = Client(app.port)
+    assert client.post("/add", {"user_id": "u", "request_id": "r1", "session_id": "s1", "messages": [
+        {"role": role, "content": text, "timestamp": MONDAY + i * 1000}
+        for i, (role, text) in enumerate(TURNS)]}).status == 200
+    data = client.search("u", QUESTION["question"], top_k=100).body["data"]
+    shown = [item["content"] for item in data]
+    assert all(any(text in content for content in shown) for _, text in TURNS)  # every turn
+    assert date_visible(True, QUESTION["answer"], [TURNS[2][1]], shown) == 1.0
+    assert all(content.startswith("[") for content in shown)
+
+
+def test_the_setting_is_a_setting_like_every_other(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["print-config", "--reader-view"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["reader_view"] == {"value": True, "from": "flag"}
+    assert main(["print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["reader_view"] == {"value": False, "from": "default"}
