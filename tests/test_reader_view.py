@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 from conftest import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aml_retriever.analysis.features import MOST_TOLD
+from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.cli import main
 from aml_retriever.evaluation.reader import date_visible, speaker_visible
-from aml_retriever.memory.reader_view import Said, render, written_out
+from aml_retriever.memory.reader_view import Said, added_tokens, render, written_out
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_add, parse_search
 
@@ -152,3 +155,17 @@ def test_the_setting_is_a_setting_like_every_other(capsys: pytest.CaptureFixture
     assert printed["reader_view"] == {"value": True, "from": "flag"}
     assert main(["print-config"]) == 0
     assert json.loads(capsys.readouterr().out)["reader_view"] == {"value": False, "from": "default"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=80), st.sampled_from(["user", "assistant", "Ana Lee"]),
+                          st.sampled_from(["", "Caroline", "Zoë O'Brien"]),
+                          st.integers(0, 4_000_000_000_000)), min_size=1, max_size=6))
+def test_what_the_view_adds_is_never_undercounted(messages: list[tuple[str, str, str, int]]) -> None:
+    """The answer window counts a rendered item as its messages' own estimates plus what the view
+    adds (`added_tokens`): never less than the estimate of the item as rendered, so the reader
+    never cuts the last item."""
+    shown = [said(text, role, speaker, "conversation" if speaker else "", at, i)
+             for i, (text, role, speaker, at) in enumerate(messages)]
+    counted = sum(estimate_tokens(m.content) + 1 for m in shown) + added_tokens(shown)
+    assert estimate_tokens(render(shown)) <= counted

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from aml_retriever.analysis.dates import TOLD_KINDS, DateMention, date_mentions
+from aml_retriever.analysis.speakers import Mention, mentions
 from aml_retriever.analysis.stopwords import STOP_WORDS
 from aml_retriever.analysis.tokenizer import ASCII_WORD_GAPS, normalize
 
@@ -84,6 +85,9 @@ class Features:
     # stored apart from the rest (`told_json`), for the reader's view; not in `to_json`, nor
     # compared (features read back from JSON equal those extracted).
     told: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
+    # The names it gives the other side or its own speaker (speakers.mentions): stored apart,
+    # by the speakers' tables (storage/speakers.py).
+    mentions: tuple[Mention, ...] = field(default=(), compare=False)
 
     def to_json(self) -> str:
         """A JSON array in field order, `[speaker, entities, numbers, dates, update]`, without
@@ -241,20 +245,21 @@ def ascii_words(lowered: str) -> list[str]:
 
 def extract(role: str, content: str, timestamp_ms: int | None) -> Features:
     """Every feature of a message. An ASCII text's lowercase words are read once for the
-    numbers, dates and update cues (each read them apart: on bench_long's long messages, 2,160
+    numbers, dates, update cues and names (each read them apart: on bench_long's long messages, 2,160
     characters, 40 us a reading of 290 us of features)."""
     speaker, body = speaker_of(role, content)
     if not body.isascii():
-        mentions = date_mentions(body, timestamp_ms)
+        dated = date_mentions(body, timestamp_ms)
         return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body),
-                        dates=_values(mentions), update=states_update(body),
-                        told=told_of(body, mentions))
+                        dates=_values(dated), update=states_update(body),
+                        told=told_of(body, dated), mentions=mentions(body))
     lowered = body.lower()
     words = ascii_words(lowered)
-    mentions = date_mentions(body, timestamp_ms, frozenset(words))
+    distinct = frozenset(words)
+    dated = date_mentions(body, timestamp_ms, distinct)
     return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body, words),
-                    dates=_values(mentions), update=_ascii_states_update(body, lowered, words),
-                    told=told_of(body, mentions))
+                    dates=_values(dated), update=_ascii_states_update(body, lowered, words),
+                    told=told_of(body, dated), mentions=mentions(body, distinct))
 
 
 def _values(mentions: list[DateMention]) -> tuple[str, ...]:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aml_retriever.analysis.features import extract, speaker_of
-from aml_retriever.analysis.speakers import mentions
+from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
 from aml_retriever.memory.parts import Part
@@ -42,9 +42,11 @@ class Upkeep(Part):
         speakers.clear(conn)
         empty_indexes(conn)
         rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
-        recorder = speakers.SpeakerRecorder(conn)
+        said: dict[int, tuple[str, bool, tuple[Mention, ...]]] = {}
         for message_id, role, content, timestamp in rows:
             features = extract(role, content, timestamp)
+            said[message_id] = (role, speakers.speaks_in_text(role, features.speaker),
+                                features.mentions)
             conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ?, "
                          "told = ? WHERE id = ?",
                          (features.to_json(), estimate_tokens(content), features.marks,
@@ -54,11 +56,9 @@ class Upkeep(Part):
             "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
         # After the links: a name addressed is given to the side that spoke before, in each
         # session's conversation order as it now stands.
-        for message_id, role, content, _ in conn.execute(
-                "SELECT id, role, content, timestamp_ms FROM messages ORDER BY id").fetchall():
-            speaker, body = speaker_of(role, content)
-            recorder.record(message_id, role, _prev(conn, message_id),
-                            speakers.speaks_in_text(role, speaker), mentions(body))
+        recorder = speakers.SpeakerRecorder(conn)
+        for message_id, (role, in_text, found) in sorted(said.items()):
+            recorder.record(message_id, role, _prev(conn, message_id), in_text, found)
         recorder.finish()
         return len(rows)
 

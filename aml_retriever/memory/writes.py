@@ -10,8 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from aml_retriever.analysis.features import extract, speaker_of
-from aml_retriever.analysis.speakers import mentions
+from aml_retriever.analysis.features import extract
 from aml_retriever.analysis.tokens import estimate_tokens
 from aml_retriever.common.errors import IdempotencyConflict
 from aml_retriever.memory.derived import index_message
@@ -105,8 +104,8 @@ class Writes(Part):
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
             speakers.record(message_id, message.role, place.prev_id,
-                            speaks_in_text(message.role, features.speaker),
-                            mentions(speaker_of(message.role, message.content)[1]), answer)
+                            speaks_in_text(message.role, features.speaker), features.mentions,
+                            answer)
             ids.append(message_id)
             times.append(timestamp)
         open_segment = views.finish()[request.session_id]
