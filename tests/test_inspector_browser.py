@@ -2,9 +2,11 @@
 through selenium; scripts/run_tests.sh installs them when it can). It shows a memory only to the
 key it is given, pages through it, explains a Search (a window hit as its messages with their roles),
 forgets, reviews and deletes, filters the users listed and opens one by id, shows times compact and
-local, shows stored markup as text that never runs, keeps to its Content-Security-Policy, and fits
-400 px with the users folded away once a user is open. Through a real cluster router (HAProxy, which
-answers GET /users 404) it says so and opens users by id; everything else works as on one server.
+local, shows each message's speaker by the name the conversation gives its role ("Caroline (user)")
+and the user's speakers with their evidence, shows stored markup as text that never runs, keeps to its
+Content-Security-Policy, and fits 400 px with the users folded away once a user is open. Through a real
+cluster router (HAProxy, which answers GET /users 404) it says so and opens users by id; everything
+else works as on one server.
 
 The page draws a list when its answer comes: a test waits for the state that marks the drawing done
 (never for one the list shown before also meets) and finds an element afresh after anything that may
@@ -65,13 +67,30 @@ CONVERSATION = [
 ]
 WINDOW_QUERY = "When do we ship the launch?"
 START_MS = 1_785_000_000_000
+# A conversation that names both sides ("Hey Mel!", "Hey Caroline!"): the assistant is Mel and
+# Melanie (2 mentions each: m1 and m9, m3 and m7), the user Caroline (m2, m4, m6); Jon, once, is
+# attached to no one; m5 names its own speaker in its text.
+NAMED = [
+    ("user", "Hey Mel! Good to see you!"),
+    ("assistant", "Hey Caroline! Good to see you too."),
+    ("user", "Thanks, Melanie! I started painting again."),
+    ("assistant", "That's lovely, Caroline."),
+    ("user", "Caroline: I'll bring the paints on Sunday."),
+    ("assistant", "See you on Sunday, Caroline!"),
+    ("user", "Bye Melanie! And cheers, Jon."),
+    ("assistant", "Sure thing."),
+    ("user", "Hi Mel, one more thing about the easel."),
+]
+SPEAKERS_LINE = "Speakers: assistant: Mel, Melanie (4 mentions) · user: Caroline (3 mentions)"
 
 
-def add_conversation(c: Client, user: str, request_id: str) -> None:
-    """CONVERSATION stored for `user` in session "talk", a minute apart: its messages are m1..m6."""
+def add_conversation(c: Client, user: str, request_id: str,
+                     turns: list[tuple[str, str]] = CONVERSATION) -> None:
+    """CONVERSATION (or `turns`) stored for `user` in session "talk", a minute apart: its messages are
+    m1, m2..."""
     response = c.post("/add", {"request_id": request_id, "user_id": user, "session_id": "talk", "messages": [
         {"role": role, "content": content, "timestamp": START_MS + i * 60_000}
-        for i, (role, content) in enumerate(CONVERSATION)]})
+        for i, (role, content) in enumerate(turns)]})
     assert response.status == 200, response.body
 
 
@@ -98,6 +117,7 @@ def server(tmp_path_factory):
     assert c.add("frank", "f1", [FRANK_OLD], session="f1", start_ms=start).status == 200
     assert c.add("frank", "f2", [FRANK_NEW], session="f2", start_ms=start + 3_600_000).status == 200
     add_conversation(c, "gina", "g1")
+    add_conversation(c, "nora", "n1", NAMED)
     dave = Statements(app.service, "dave", "mcp")
     for text in ("Dave prefers tea in the morning.", "Dave moved to Lisbon."):
         dave.remember("s1", text, "fact", origin="agent")
@@ -647,6 +667,75 @@ def test_a_window_hit_shows_its_messages_with_their_roles(page, server):
         c.close()
 
 
+# ---- speakers ---------------------------------------------------------------------------------
+
+
+def speakers_line(driver) -> str:
+    return driver.find_element(By.CSS_SELECTOR, "#speakers-box > summary").text
+
+
+def said_by(driver) -> dict[str, str]:
+    """Each message listed, by its text: who the page says said it (the part of its line after its id)."""
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#messages > li')].map(li =>"
+        "  [li.querySelector('.content').innerText, li.querySelector('.meta').innerText.split(' · ')[1]]))")
+
+
+def check_speakers(driver, c: Client, user: str) -> None:
+    """`user` holds NAMED and is open: each message shows its speaker's name before its role (the
+    role alone where its text names its speaker), the speakers line names both sides, and unfolded
+    it shows each name's evidence as the server gives it, and the name attached to no one."""
+    assert speakers_line(driver) == SPEAKERS_LINE
+    expected = {content: role if content.startswith("Caroline: ") else
+                f"{'Caroline' if role == 'user' else 'Melanie'} ({role})" for role, content in NAMED}
+    assert said_by(driver) == expected
+    answer = c.request("GET", f"/users/{user}/speakers").body
+    names = [name for role in answer["speakers"] for name in role["names"]]
+    assert [n["evidence"] for n in names] == [["m1", "m9"], ["m3", "m7"], ["m2", "m4", "m6"]]
+    spans = driver.find_elements(By.CSS_SELECTOR, "#speakers-line .speaker")
+    titles = [span.get_attribute("title") for span in spans]
+    assert titles == ["evidence: messages " + ", ".join(n["evidence"]) for n in names]
+    detail = driver.find_element(By.ID, "speakers")
+    assert not detail.is_displayed()
+    summary = driver.find_element(By.CSS_SELECTOR, "#speakers-box > summary")
+    summary.send_keys(Keys.ENTER)  # the keyboard unfolds it
+    wait(driver, lambda d: d.find_element(By.ID, "speakers").is_displayed(), "the speakers' evidence")
+    assert [[line for line in item.splitlines() if line] for item in texts(driver, "#speakers > li")] == [
+        ["assistant", "Mel · addressed 2 times · evidence m1, m9",
+         "Melanie · addressed 2 times · evidence m3, m7"],
+        ["user", "Caroline · addressed 3 times · evidence m2, m4, m6"]]
+    assert driver.find_element(By.ID, "candidates").text.endswith(": Jon (assistant 1)")
+
+
+def test_each_message_shows_its_speakers_name_and_the_speakers_their_evidence(page, server):
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                         {"width": 400, "height": 800, "deviceScaleFactor": 1, "mobile": True})
+    c = Client(server.port, api_key=KEY)
+    try:
+        open_user(page, "nora")
+        check_speakers(page, c, "nora")
+        width, scroll = page.execute_script(
+            "return [window.innerWidth, document.documentElement.scrollWidth]")
+        assert width == 400 and scroll <= width  # unfolded, at 400 px
+        search_for(page, "painting again")  # a hit names its speaker too, as a message or in a window
+        shown = page.execute_script(
+            "return [...document.querySelectorAll('#hits > li')].flatMap(li => li.querySelector('.member')"
+            "  ? [...li.querySelectorAll('.member')].map(m => [m.querySelector('.role').innerText,"
+            "                                                 m.querySelector('.content').innerText])"
+            "  : [[li.querySelector(':scope > .meta').innerText.split(' · ')[3],"
+            "      li.querySelector('.content').innerText]])")
+        assert ["Caroline (user)", NAMED[2][1]] in shown
+    finally:
+        c.close()
+    field = page.find_element(By.ID, "open-id")  # control: a conversation that names nobody
+    field.clear()
+    field.send_keys("gina", Keys.ENTER)
+    user_opened(page, "gina")
+    assert speakers_line(page) == "Speakers: no name given to a role"
+    assert set(said_by(page).values()) == {"user", "assistant"}
+    assert not page.find_elements(By.CSS_SELECTOR, "#speakers > li") and "Melanie" not in page.page_source
+
+
 # ---- switching users, narrow screens ----------------------------------------------------------
 
 
@@ -760,6 +849,7 @@ def test_through_the_cluster_router_users_are_opened_by_id(page, cluster):
         assert contents(page, "messages") == [content for _, content in reversed(CONVERSATION)]
         assert contents(page, "proposed") == ["Hana's sister is called Ana.", "Hana flies on September 12."]
         check_window_hit(page, c, "hana")  # Search, and each window message read by its id
+        assert speakers_line(page) == "Speakers: no name given to a role"  # read through the router
         forget_button(page, CONVERSATION[0][1]).click()
         confirmation(page).accept()
         wait(page, lambda d: CONVERSATION[0][1] not in contents(d, "messages"), "the message forgotten")
@@ -779,5 +869,9 @@ def test_through_the_cluster_router_users_are_opened_by_id(page, cluster):
         assert page.find_element(By.ID, "router-note").is_displayed()  # back to opening by id
         assert c.request("GET", "/users/hana/messages").body["messages"] == []
         assert c.contents("ivan", "note") == ["Ivan's note."]  # another user untouched
+        add_conversation(c, "nora", "n1", NAMED)  # the speakers, on whichever shard holds nora
+        page.find_element(By.ID, "open-id").send_keys("nora", Keys.ENTER)
+        user_opened(page, "nora")
+        check_speakers(page, c, "nora")
     finally:
         c.close()

@@ -303,6 +303,8 @@ def test_reads_of_an_unknown_user_answer_empty_and_make_no_file(app, client):
         "user_id": "nobody", "messages": [], "next_cursor": None}
     assert client.request("GET", "/users/nobody/sessions").body == {
         "user_id": "nobody", "sessions": [], "next_cursor": None}
+    assert client.request("GET", "/users/nobody/speakers").body == {
+        "user_id": "nobody", "speakers": [], "candidates": []}
     for method, path in (("GET", "/users/nobody/messages/m1"), ("DELETE", "/users/nobody/messages/m1"),
                          ("POST", "/users/nobody/messages/m1/confirm"),
                          ("POST", "/users/nobody/messages/m1/reject")):
@@ -406,8 +408,8 @@ def test_malformed_message_paths_are_4xx(client, path, status):
 
 def test_no_malformed_path_is_ever_a_500(client):
     client.add("alice", "r1", ["a", "b"])
-    pieces = ["users", "alice", "messages", "sessions", "m1", "m0", "confirm", "reject", "export",
-              "audit", "", "%ff", "%2F", "..", "m1%00", "%E2%80%AE", "?cursor=%ff", "?limit=%00",
+    pieces = ["users", "alice", "messages", "sessions", "speakers", "m1", "m0", "confirm", "reject",
+              "export", "audit", "", "%ff", "%2F", "..", "m1%00", "%E2%80%AE", "?cursor=%ff", "?limit=%00",
               "?status=", "?cursor=" + _forged({"l": 1}), "m" + "1" * 40, quote("用户")]
     rng = random.Random(17)
     for _ in range(400):

@@ -86,6 +86,12 @@ def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
     proposed = Statements(app.service, "alice", "mcp").remember("s1", "The user likes tea", "fact",
                                                                 origin="agent").statement["id"]
     page = c.request("GET", "/users/alice/messages?limit=1")
+    c.post("/add", {"request_id": "r1", "user_id": "caro", "session_id": "s1", "messages": [
+        {"role": role, "content": content} for role, content in (
+            ("user", "Hey Mel! Thanks, Jon."), ("assistant", "Hi Caroline!"), ("user", "Thanks, Mel."),
+            ("assistant", "Bye Caroline!"))]})
+    named = c.request("GET", "/users/caro/speakers")
+    assert named.body["speakers"] and named.body["candidates"]  # every part of the answer shown
     cases = [
         ("/users", "get", c.request("GET", "/users?limit=1")),
         ("/users", "get", c.request("GET", "/users?order=sideways")),  # 400
@@ -98,6 +104,11 @@ def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
         ("/users/{user_id}/messages", "get", c.request("GET", "/users/alice/messages?cursor=x")),  # 400
         ("/users/{user_id}/messages", "get", Client(app.port).request("GET", "/users/alice/messages")),
         ("/users/{user_id}/messages", "get", c.request("POST", "/users/alice/messages")),  # 405
+        ("/users/{user_id}/speakers", "get", named),
+        ("/users/{user_id}/speakers", "get", c.request("GET", "/users/nobody/speakers")),
+        ("/users/{user_id}/speakers", "get", c.request("GET", "/users/%20/speakers")),  # 400
+        ("/users/{user_id}/speakers", "get", Client(app.port).request("GET", "/users/caro/speakers")),
+        ("/users/{user_id}/speakers", "get", c.request("DELETE", "/users/caro/speakers")),  # 405
         ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m2")),
         ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/m99")),
         ("/users/{user_id}/messages/{id}", "get", c.request("GET", "/users/alice/messages/x")),

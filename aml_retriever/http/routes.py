@@ -120,6 +120,10 @@ def _messages(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     return Listing(c.service.store).messages(user_id, parse_list(c.query))
 
 
+def _speakers(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
+    return c.service.speakers(_user(params))
+
+
 def _message(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     return Listing(c.service.store).message(_user(params), parse_message_id(params["id"]))
 
@@ -174,6 +178,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/users/{user_id}/audit", "GET", _audit),
     Route("/users/{user_id}/sessions", "GET", _sessions),
     Route("/users/{user_id}/messages", "GET", _messages),
+    Route("/users/{user_id}/speakers", "GET", _speakers),
     Route("/users/{user_id}/messages/{id}", "GET", _message),
     Route("/users/{user_id}/messages/{id}", "DELETE", _forget),
     Route("/users/{user_id}/messages/{id}/confirm", "POST", _confirm),

@@ -11,6 +11,9 @@ every item that existed when the first page was read exactly once:
   stored after it; oldest first, a message stored meanwhile is shown when its place is past the
   cursor (an Add with the current time lands at the end, where the paging arrives).
 
+A user's speakers (the names its conversation gives its roles, storage/speakers.py) are read
+whole, with the evidence behind each name and the names left unattached: a handful of rows.
+
 Reads never create a file: a user the store has never seen lists nothing. A cursor names its
 listing (kind, order and filters): passed to another, or changed by hand, it is refused.
 """
@@ -28,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.analysis.speakers import Evidence, Speakers
 from aml_retriever.common.errors import InvalidField, NotFound
 from aml_retriever.memory import cursors
 from aml_retriever.memory.validation import ListQuery, is_text
 from aml_retriever.storage import resources
+from aml_retriever.storage import speakers as stored
 from aml_retriever.storage.migrations import SHARD_MIGRATIONS
 from aml_retriever.storage.store import Store
 
@@ -46,6 +51,12 @@ _COLUMNS = "id, content, timestamp_ms, role, session_id, trust, retired_ms"
 _INT64 = (-(2**63), 2**63 - 1)
 _BAD_CURSOR = "cursor must be a next_cursor this listing gave, passed back unchanged"
 META_USER_ID = "user_id"  # the meta key of a user file that names its user (service.store_request)
+# What a reading of the speakers shows: the first messages behind each attached name (enough to
+# check the attachment by eye), and the names left unattached, the most mentioned first (why a
+# name was not attached; a memory whose turns open with thousands of capitalised words still
+# answers in a bounded page).
+EVIDENCE_SHOWN = 5
+CANDIDATES_SHOWN = 20
 # Each store's user files as last read: {path: (signature, sort key or None)} (Listing._keys).
 _KEYS: weakref.WeakKeyDictionary[Store, dict[Path, tuple[tuple[int, ...], tuple[int, str] | None]]] = \
     weakref.WeakKeyDictionary()
@@ -223,6 +234,66 @@ class Listing:
                     if rows:
                         return _messages(conn, rows)[0]
         raise absent(message_id)
+
+    # ---- speakers ------------------------------------------------------------------------
+
+    def speakers(self, user_id: str) -> dict[str, Any]:
+        """The names the user's conversation gives its roles (roles and names in the order
+        speakers.attach gives them), each with its counts and the first messages that give it;
+        and the names found but not attached, with their counts by role, so that an operator sees
+        why each was not (too few mentions, split between roles, one of several people)."""
+        attached: list[dict[str, Any]] = []
+        candidates: list[dict[str, Any]] = []
+        with self.store.connection(user_id, create=False) as conn:
+            if conn is not None:
+                with self.store.read(conn):
+                    found = stored.read(conn)
+                    given = _names_given(conn, sorted(found.roles))
+                    written = found.written
+                    attached = [{"role": role, "names": [
+                        {"name": written[name], **_attached(conn, found, given[name], name)}
+                        for name in names]} for role, names in found.names.items()]
+                    candidates = [_candidate(name, rows) for name, rows in sorted(
+                        ((name, rows) for name, rows in given.items() if name not in found.roles),
+                        key=lambda item: (-sum(e.votes for e in item[1]), item[0]))]
+        return {"user_id": user_id, "speakers": attached, "candidates": candidates}
+
+
+def _names_given(conn: sqlite3.Connection, attached: list[str]) -> dict[str, list[Evidence]]:
+    """How often each role is given the attached names, and the CANDIDATES_SHOWN most mentioned
+    names besides them: by name, each name's roles most mentioned first."""
+    marks = ",".join("?" * len(attached))
+    given: dict[str, list[Evidence]] = {}
+    for row in conn.execute(
+            "SELECT name, role, addressed, introduced, written FROM speaker_names "
+            f"WHERE name IN ({marks}) OR name IN (SELECT name FROM speaker_names "
+            f"WHERE name NOT IN ({marks}) GROUP BY name "
+            "ORDER BY sum(addressed + introduced) DESC, name LIMIT ?) "
+            "ORDER BY name, addressed + introduced DESC, role",
+            [*attached, *attached, CANDIDATES_SHOWN]):
+        given.setdefault(row[0], []).append(Evidence(*row))
+    return given
+
+
+def _attached(conn: sqlite3.Connection, found: Speakers, rows: list[Evidence],
+              name: str) -> dict[str, Any]:
+    """An attached name's counts for its role and the first EVIDENCE_SHOWN messages that give
+    it that role. evidence_of reads the name's mentions of every role, oldest first: reading as
+    many more as the name's votes for other roles (which count every mention of them, and a
+    message gives one name to one role once) leaves EVIDENCE_SHOWN of its own when it has them."""
+    kept = found.evidence[name]
+    others = sum(e.votes for e in rows if e.role != kept.role)
+    ids = [message_id for message_id, role, _ in
+           stored.evidence_of(conn, name, EVIDENCE_SHOWN + others) if role == kept.role]
+    return {"addressed": kept.addressed, "introduced": kept.introduced,
+            "evidence": [f"m{message_id}" for message_id in ids[:EVIDENCE_SHOWN]]}
+
+
+def _candidate(name: str, rows: list[Evidence]) -> dict[str, Any]:
+    """A name attached to no role, as written where it is most given, with its counts by role."""
+    return {"name": rows[0].written or name.title(),
+            "roles": [{"role": e.role, "addressed": e.addressed, "introduced": e.introduced}
+                      for e in rows]}
 
 
 def absent(message_id: int) -> NotFound:

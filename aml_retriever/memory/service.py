@@ -11,6 +11,7 @@ from typing import Any
 from aml_retriever import __version__
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term
+from aml_retriever.memory.listing import Listing
 from aml_retriever.memory.reads import Reads
 from aml_retriever.memory.removal import Removal
 from aml_retriever.memory.upkeep import Upkeep
@@ -90,6 +91,13 @@ class MemoryService:
 
     def document_counts(self, user_id: str, terms: Sequence[Term]) -> tuple[int, list[int]]:
         return self.reads.document_counts(user_id, terms)
+
+    # ---- who is who in a memory: listing.py -----------------------------------------------
+
+    def speakers(self, user_id: str) -> dict[str, Any]:
+        """The names the user's conversation gives its roles, with their evidence, and the
+        names found but not attached (GET /users/{user_id}/speakers)."""
+        return Listing(self.store).speakers(user_id)
 
     # ---- delete and forget: removal.py ----------------------------------------------------
 

@@ -13,6 +13,10 @@ let key = sessionStorage.getItem(KEY_ITEM) || "";
 let user = null; // the open user's id
 let session = null; // the session the messages are narrowed to, or null for every session
 let generation = 0; // bumped whenever what is shown changes owner: late answers are dropped
+// The open user's roles → the name its conversation gives each (GET .../speakers), and the reading of
+// them: a list that shows roles waits for it, so that each row is drawn with its speaker's name.
+let roleNames = new Map();
+let namesRead = Promise.resolve();
 const cursors = {};
 // The messages forgotten here, [user, id] as JSON → the count of forgets then: an answer asked for
 // before a message was forgotten (a list reloading meanwhile) must not show it again.
@@ -65,6 +69,7 @@ function say(text, isError = false) {
 function hideData() {
   generation += 1;
   user = session = null;
+  forgetSpeakers();
   for (const id of ["users", "hits", "sessions", "messages", "proposed", "audit"]) $(id).replaceChildren();
   $("user-id").textContent = "";
   $("query").value = "";
@@ -140,6 +145,8 @@ async function more(name, fresh = false) {
   button.disabled = true; // one page at a time: a second click would ask for the same page again
   const data = await call("GET", list.path() + "?" + params).finally(() => { button.disabled = false; });
   if (asked !== generation) return;
+  await namesRead; // rows show their speakers' names
+  if (asked !== generation) return;
   if (fresh) $(name).replaceChildren();
   const shown = (item) => !(forgottenAt.get(JSON.stringify([user, item.id])) > since);
   $(name).append(...data[list.field].filter(shown).map(list.render));
@@ -182,7 +189,7 @@ function noteForgotten(owner, id) {
 function messageFields(item) {
   const state = item.status && item.status !== "current" ? item.status : item.trust === "proposed" ? "proposed" : "";
   return [el("p", {className: "content"}, item.content),
-          meta(item.id, item.role, "session " + item.session_id, when(item.created_at), state)];
+          meta(item.id, speaker(item.role, item.content), "session " + item.session_id, when(item.created_at), state)];
 }
 
 function messageItem(item) {
@@ -227,6 +234,84 @@ function auditItem(event) {
                            event.content_hash && "hash " + event.content_hash));
 }
 
+// ---- speakers ------------------------------------------------------------------------------
+
+// A message's text that names its own speaker ("Caroline: ..."), as features.speaker_of reads one.
+const SPEAKER_PREFIX = /^\s*[A-Z][\p{L}\p{M}\p{N}_'’.-]*(?:\s+[A-Z][\p{L}\p{M}\p{N}_'’.-]*){0,2}\s*:\s/u;
+
+// Who said a message: "Caroline (user)" when the conversation gives its role a name; the role alone
+// when it gives none, or when the text names its own speaker (which may be another).
+function speaker(role, content) {
+  const name = roleNames.get(role);
+  return name && !SPEAKER_PREFIX.test(content) ? `${name} (${role})` : role;
+}
+
+// The name a role's messages are shown with: its longest, the full one where "Mel" and "Melanie" are
+// both used, as the reader's view of an answer names it (memory/reader_view.py).
+const fullest = (names) => names.map((name) => name.name)
+  .reduce((best, name) => (name.length > best.length || (name.length === best.length && name > best) ? name : best));
+
+const mentions = (counts) => counts.addressed + counts.introduced;
+
+function forgetSpeakers() {
+  roleNames = new Map();
+  namesRead = Promise.resolve();
+  $("speakers-box").open = false;
+  $("speakers-line").textContent = "";
+  $("speakers").replaceChildren();
+  $("candidates").textContent = "";
+}
+
+// Reads the open user's speakers, once as it is opened. A failure other than the key's leaves each
+// message with its role alone, and says so.
+async function readSpeakers(asked) {
+  let data;
+  try {
+    data = await call("GET", userPath("/speakers"));
+  } catch (error) {
+    if (error.status === 401) throw error;
+    if (asked === generation) $("speakers-line").textContent = `not read (${error.message})`;
+    return;
+  }
+  if (asked !== generation) return;
+  roleNames = new Map(data.speakers.map((role) => [role.role, fullest(role.names)]));
+  showSpeakers(data);
+}
+
+// A name as the line shows it: its evidence in its title.
+function nameSpan(name) {
+  const title = name.evidence.length ? "evidence: messages " + name.evidence.join(", ") : "";
+  return el("span", {className: "speaker", title}, name.name);
+}
+
+// One line of each role's names and mentions ("user: Caroline (126 mentions)"); unfolded, each name's
+// counts and evidence, and the names found but not attached, with what they were given.
+function showSpeakers(data) {
+  const line = $("speakers-line");
+  line.replaceChildren();
+  data.speakers.forEach((role, index) => {
+    const total = role.names.reduce((sum, name) => sum + mentions(name), 0);
+    line.append(index ? " · " : "", role.role + ": ",
+                ...role.names.flatMap((name, at) => [at ? ", " : "", nameSpan(name)]), ` (${plural(total, "mention")})`);
+  });
+  if (!data.speakers.length) line.textContent = "no name given to a role";
+  $("speakers").replaceChildren(...data.speakers.map(speakerItem));
+  const unattached = data.candidates.map((name) =>
+    `${name.name} (${name.roles.map((role) => `${role.role} ${mentions(role)}`).join(", ")})`);
+  $("candidates").textContent = unattached.length
+    ? "Found but not attached (one mention, split between roles, or one of several people in a role): " +
+      unattached.join(" · ")
+    : "No other name found.";
+}
+
+function speakerItem(role) {
+  return el("li", {}, el("p", {className: "role"}, role.role),
+            ...role.names.map((name) => meta(
+              el("strong", {}, name.name), "addressed " + plural(name.addressed, "time"),
+              name.introduced ? "introduced " + plural(name.introduced, "time") : "",
+              name.evidence.length ? "evidence " + name.evidence.join(", ") : "")));
+}
+
 // ---- search and its explanation ------------------------------------------------------------
 
 function signalRow(signal) {
@@ -264,14 +349,14 @@ function explanation(hit) {
             el("ul", {className: "signals"}, ...listed.map(signalRow)), ...notes);
 }
 
-// A window's messages, each with its role; `members` is null when they could not be read (a
+// A window's messages, each with its speaker; `members` is null when they could not be read (a
 // server without provenance), a member null when it is no longer stored.
 function windowMembers(hit, members) {
   return el("ol", {className: "members"}, ...hit.source_message_ids.map((id, index) => {
     const member = members[index];
     if (!member) return el("li", {className: "member gone"}, el("span", {className: "role"}, id),
                            el("p", {className: "meta"}, `message ${id} is no longer stored`));
-    const row = el("li", {className: "member"}, el("span", {className: "role"}, member.role),
+    const row = el("li", {className: "member"}, el("span", {className: "role"}, speaker(member.role, member.content)),
                    el("p", {className: "content"}, member.content));
     row.dataset.id = id;
     return row;
@@ -281,7 +366,7 @@ function windowMembers(hit, members) {
 function hitItem(hit, index, members) {
   const isWindow = members != null;
   const body = isWindow ? windowMembers(hit, members) : el("p", {className: "content"}, hit.content);
-  const kind = isWindow ? `window of ${hit.source_message_ids.length} messages` : hit.role;
+  const kind = isWindow ? `window of ${hit.source_message_ids.length} messages` : speaker(hit.role, hit.content);
   const row = el("li", {}, body,
                  meta(`#${index + 1}`, hit.id, "score " + hit.score.toFixed(4), kind, "session " + hit.session_id,
                       when(hit.created_at)),
@@ -307,6 +392,7 @@ async function search(event) {
   const data = await call("POST", "search", {user_id: user, query: $("query").value, top_k: 10, explain: true});
   if (asked !== generation) return;
   const members = await Promise.all(data.data.map(membersOf));
+  await namesRead;
   if (asked !== generation) return;
   $("hits").replaceChildren(...data.data.map((hit, index) => hitItem(hit, index, members[index])));
   if (!data.data.length) $("hits").append(el("li", {className: "empty"}, "No match."));
@@ -391,9 +477,12 @@ async function openUser(id) {
   $("all-sessions").hidden = true;
   $("delete-confirm").value = "";
   $("delete-user").disabled = true;
+  forgetSpeakers();
+  $("speakers-line").textContent = "reading…";
   $("user-panel").hidden = false;
   if (NARROW.matches) $("users-box").open = false; // the user, not every user above it
-  await Promise.all(["sessions", "messages", "proposed", "audit"].map((name) => more(name, true)));
+  namesRead = readSpeakers(asked);
+  await Promise.all([namesRead, ...["sessions", "messages", "proposed", "audit"].map((name) => more(name, true))]);
   if (asked !== generation) return;
   if (!["sessions", "messages", "proposed", "audit"].some(shows)) {
     say(`Nothing is stored for user ${id}: ids are exact (case, spaces and punctuation count).`);
