@@ -242,3 +242,24 @@ def test_bad_input_is_bounded_and_stored(tmp_path: Path) -> None:
 def test_mentions_are_mentions() -> None:
     assert mentions("Hey Mel!") == (Mention("mel", ADDRESSED, "Mel"),)
     assert finder.MIN_VOTES >= 2
+
+
+def test_explain_says_which_named_speaker_said_it_and_how_that_is_known(tmp_path: Path) -> None:
+    with opened(tmp_path / "aml.db") as svc:
+        conversation(svc)
+        conversation(svc, "nameless", names=False)
+        add(svc, [("user", "Caroline: I paint on Sundays.")], request="r3", session="s3")
+        explained_items = svc.search(parse_search({"user_id": "u", "query": "What did Melanie paint?",
+                                                   "top_k": 10, "explain": True}))["data"]
+        mel = NEXT_DAY[3][1]
+        item = next(i for i in explained_items if i["content"] == mel)
+        assert item["explain"]["speakers"] == [{"name": "melanie", "known_by": "conversation",
+                                                "role": "assistant", "message_id": item["id"]}]
+        by_text = svc.search(parse_search({"user_id": "u", "query": "Did Caroline paint on Sundays?",
+                                           "top_k": 10, "explain": True}))["data"]
+        assert {"name": "caroline", "known_by": "text", "message_id": "m25"} in [
+            s for i in by_text for s in i["explain"].get("speakers", [])]
+        # The control: a conversation that names nobody explains no speaker.
+        assert not any("speakers" in i["explain"] for i in svc.search(parse_search(
+            {"user_id": "nameless", "query": "What did Melanie paint?", "top_k": 10,
+             "explain": True}))["data"])

@@ -23,7 +23,7 @@ from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.reorder import Reordering
 from aml_retriever.engine.rows import MessageRow
 from aml_retriever.engine.scoring import Key
-from aml_retriever.engine.speakers import named
+from aml_retriever.engine.speakers import Named, named
 from aml_retriever.engine.words import QuestionWords
 from aml_retriever.storage.timeline import CURRENT, ReadFilter, Visibility
 
@@ -53,7 +53,7 @@ class Retrieval:
         self.explain = explain  # each result carries its lists' parts in its score (`Part`)
         self.rows: dict[int, MessageRow] = {}  # every message a stage read, by id
         self.words_returned: int | None = None  # the words packed, when a budget was given
-        self.speaker_roles: frozenset[str] = frozenset()  # the roles of the speakers it names
+        self.named = Named()  # the speakers the question names (engine/speakers.py)
 
     @cached_property
     def visible(self) -> Visibility:
@@ -75,9 +75,8 @@ class Retrieval:
         and the lists were cut at their depth, the lists are read again, deeper (not when the
         word budget is what cut the results short)."""
         depth = max(self.config.candidate_depth, top_k)
-        speakers = named(self.conn, plan)
-        plan = replace(plan, speakers=speakers.names, speaker_roles=speakers.roles)
-        self.speaker_roles = frozenset(role for _, role in speakers.roles)
+        self.named = named(self.conn, plan)
+        plan = replace(plan, speakers=self.named.names, speaker_roles=self.named.roles)
         words = QuestionWords(plan.exact, self.index, self.rows)  # each message read once a Search
         while True:
             budget = WordBudget(max_words, self._words) if max_words else None

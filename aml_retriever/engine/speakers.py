@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aml_retriever.analysis.features import unnamed_turn
+from aml_retriever.analysis.features import SPEAKER_KEY, needle, unnamed_turn
 from aml_retriever.analysis.speakers import NO_SPEAKERS, Speakers
 from aml_retriever.engine.candidates import Term, TermIndex, best, idf, tf_part, token_counts
 from aml_retriever.engine.query import QueryPlan
@@ -42,6 +42,23 @@ class Named:
 
     names: frozenset[str] = frozenset()
     roles: tuple[tuple[str, str], ...] = ()  # (name, role), by name
+
+    @property
+    def role_set(self) -> frozenset[str]:
+        """The roles of the speakers known by their role."""
+        return frozenset(role for _, role in self.roles)
+
+    def said(self, role: str, signal_keys: str) -> list[dict[str, str]]:
+        """Which of them said a message (its role and stored keys), and how that is known: by
+        the name its keys hold ('text': a "Name: " prefix, or its role when a name), or by the
+        name the conversation gives its role ('conversation'); for `explain`."""
+        found = [{"name": name, "known_by": "text"} for name in sorted(self.names)
+                 if needle(SPEAKER_KEY + name) in signal_keys]
+        if unnamed_turn(role, signal_keys):
+            found += [{"name": name, "known_by": "conversation", "role": r}
+                      for name, r in self.roles if r == role and not any(
+                          f["name"] == name for f in found)]
+        return found
 
 
 def named(conn: sqlite3.Connection, plan: QueryPlan) -> Named:

@@ -13,6 +13,7 @@ from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
+from aml_retriever.engine.speakers import Named
 from aml_retriever.memory import reader_view
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.reader_view import ReaderView, Said
@@ -45,7 +46,7 @@ class Reads(Part):
                 view = ReaderView.read(conn) if self.service.reader_view else None
                 shown = [view.results(r.candidate.members, retrieval.rows) if view else None
                          for r in results]
-                data = [self._result(r, retrieval.rows, statements, said)
+                data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
                 if self.service.answer_window_tokens:
@@ -74,7 +75,7 @@ class Reads(Part):
         budget = (self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
                   - window.prompt_tokens(request.query, request.options))
         runs = window.context(memory, [r.candidate.members for r in results], returned, budget,
-                              request.top_k - keep, retrieval.speaker_roles or window.USERS,
+                              request.top_k - keep, retrieval.named.role_set or window.USERS,
                               window.VIEW_LINE_TOKENS if view else 0)
         stored = {row[0]: row for row in rows_in(
             conn, "SELECT id, content, timestamp_ms, role, signal_keys, marks, told FROM messages "
@@ -119,9 +120,9 @@ class Reads(Part):
         return items
 
     def _result(self, result: Result, rows: dict[int, Any], statement: bool,
-                said: list[Said] | None = None) -> dict[str, Any]:
+                said: list[Said] | None = None, named: Named | None = None) -> dict[str, Any]:
         """A ranked result as an answer item (as the reader's view shows its messages, `said`,
-        when it is on)."""
+        when it is on); explained, with the speakers the question names who said it."""
         members = [rows[m] for m in result.candidate.members]
         first = members[0]
         kind = result.candidate.view
@@ -142,6 +143,10 @@ class Reads(Part):
         if result.parts is not None:
             item["explain"] = {"signals": [{"signal": p.signal, "rank": p.rank, "weight": p.weight,
                                             "share": p.share} for p in result.parts]}
+            speakers = [dict(s, message_id=f"m{m.id}") for m in members
+                        for s in (named.said(m.role, m.signal_keys) if named else [])]
+            if speakers:
+                item["explain"]["speakers"] = speakers
             if said:
                 item["explain"]["reader_view"] = reader_view.added(said)
         if statement:
