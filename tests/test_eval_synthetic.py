@@ -1,7 +1,8 @@
 """Synthetic generator: the same seed gives byte-identical data; every question's gold evidence
 is exactly the planted message(s), unique in the user's memory; each suite plants what it
 claims (relative dates that resolve to the asked date, updates in time order, hops across
-sessions, answers absent from memory, the named scripts)."""
+sessions, answers absent from memory, the named scripts, two people who name each other only in
+their bare text); and the speakers suite's evidence is found by who said it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import unicodedata
 
 import pytest
 
-from aml_retriever.evaluation import dataset, suites, synthetic
+from aml_retriever.common.signals import RetrievalConfig
+from aml_retriever.evaluation import dataset, runner, suites, synthetic
+from aml_retriever.evaluation.backends import InProcess
 from aml_retriever.evaluation.suites import SUITES
-from aml_retriever.evaluation.vocab import ABSENT_TOPICS, MONTHS, WEEKDAYS
+from aml_retriever.evaluation.vocab import ABSENT_TOPICS, MONTHS, SPEAKER_PEOPLE, WEEKDAYS
 from aml_retriever.memory.validation import parse_add
 
 
@@ -252,3 +255,88 @@ def test_chinese_questions_ask_one_of_several_facts_about_a_person():
             if question.category == "aside":
                 assert len(question.question) > 30
     assert asides > 0
+
+
+# ---- two people, bare text -------------------------------------------------------------------
+
+SPEAKER_FORMS = {name: [f for f in (name, short) if f] for name, _, short in SPEAKER_PEOPLE}
+ANY_NAME = "|".join(form for forms in SPEAKER_FORMS.values() for form in forms)
+
+
+def speakers_roles(conversation) -> dict[str, str]:
+    """Each speaker's name -> the role of the turns its questions cite."""
+    by_ref, _ = messages_by_ref(conversation)
+    return {e.speaker: by_ref[(e.request_id, e.position)]["role"]
+            for q in conversation.questions for e in q.evidence}
+
+
+def test_speakers_suite_is_deterministic_by_seed():
+    first = dataset.dumps(synthetic.generate_json("speakers", "tiny", "mixed", 7))
+    assert first == dataset.dumps(synthetic.generate_json("speakers", "tiny", "mixed", 7))
+    assert dataset.dumps(synthetic.generate_json("speakers", "tiny", "mixed", 8)) != first
+
+
+def test_speakers_name_each_other_only_in_some_turns_and_never_as_a_prefix():
+    conversations, _ = generate("speakers", seed=2, scale="small")
+    for conversation in conversations:
+        messages = list(messages_by_ref(conversation)[0].values())
+        assert {m["role"] for m in messages} == {"user", "assistant"}
+        assert not any(re.match(rf"\s*({ANY_NAME})\s*:", m["content"]) for m in messages)
+        # How many turns call each role's speaker by name (all of them the other side's).
+        named = {}
+        for name, role in speakers_roles(conversation).items():
+            called = re.compile(r"\b(" + "|".join(SPEAKER_FORMS[name]) + r")\b")
+            named[role] = sum(m["role"] != role and called.search(m["content"]) is not None
+                              for m in messages)
+        assert 0.1 * len(messages) < sum(named.values()) < 0.5 * len(messages)  # some turns, not all
+        assert 0 < min(named.values()) < 0.5 * max(named.values())  # one side is named rarely
+
+
+def test_speakers_gold_is_the_named_speakers_turn_and_the_other_told_the_same():
+    conversations, _ = generate("speakers", "hard", seed=3, scale="small")
+    categories = set()
+    for conversation in conversations:
+        by_ref, _ = messages_by_ref(conversation)
+        role_of = speakers_roles(conversation)
+        questions = conversation.questions
+        for question in questions:
+            (evidence,) = question.evidence
+            assert re.search(rf"\b{evidence.speaker}\b", question.question)
+            assert by_ref[(evidence.request_id, evidence.position)]["role"] == role_of[evidence.speaker]
+            categories.add(question.category)
+        assert sorted(role_of.values()) == ["assistant", "user"]  # two speakers, a role each
+        # Asked in pairs, one question per speaker, about the kind of thing both told.
+        for a, b in itertools.pairwise(questions[::2]):
+            assert a.evidence[0].speaker == b.evidence[0].speaker
+        for a, b in zip(questions[::2], questions[1::2], strict=False):
+            assert a.evidence[0].speaker != b.evidence[0].speaker
+    assert categories == {"often_addressed", "rarely_addressed"}
+
+
+def speakers_records(conversations, retrieval: RetrievalConfig, store) -> list[dict]:
+    backend = InProcess(store, retrieval=retrieval)
+    try:
+        runner.add_all(backend, conversations, 1, progress=None)
+        return runner.score(runner.search_all(backend, conversations, 100, 1, progress=None))
+    finally:
+        backend.close()
+
+
+def mean(records: list[dict], metric: str) -> float:
+    return sum(r[metric] for r in records) / len(records)
+
+
+def test_speakers_evidence_ranks_by_who_said_it_and_worse_without_the_speaker_signal(tmp_path):
+    """Both speakers tell the same kind of thing in the same templates: without knowing who
+    said which turn, the named speaker's turn and the other's tie. Scored on the speakers the
+    conversation names often (clear evidence for the name finder); the control turns the speaker
+    signal off, and a broken name finder leaves the two alike, failing this."""
+    conversations = [c for seed in (1, 2) for c in synthetic.generate("speakers", "small", "easy", seed)[0]]
+    found = speakers_records(conversations, RetrievalConfig(), tmp_path / "on.db")
+    control = speakers_records(conversations, RetrievalConfig().without("speaker"), tmp_path / "off.db")
+    often = [r for r in found if r["category"] == "often_addressed"]
+    often_control = [r for r in control if r["category"] == "often_addressed"]
+    assert len(often) >= 12
+    assert mean(often, "R@5") >= 0.8
+    assert mean(often, "MRR") - mean(often_control, "MRR") >= 0.08
+    assert mean(found, "MRR") - mean(control, "MRR") >= 0.05

@@ -1,4 +1,5 @@
-"""Suites of other data shapes than short English chat, run on their own (not in `mixed`):
+"""Suites of other data shapes than the user-and-assistant chat of suites.py, run on their own
+(not in `mixed`):
 
   long_turn   a user's short statements, each answered by a 300-900 word assistant reply that
               repeats the question's words at length; half the facts change once or twice
@@ -9,20 +10,35 @@
               whose attribute is asked must beat its siblings), Chinese filler, and questions
               that half the time chat for a few sentences before they ask; near misses are the
               same attribute of other relations.
+  speakers    two people talking, sent as `user` and `assistant` with the bare text (no "Name: "
+              prefix), who call each other by name in some turns (one side often, the other
+              rarely); both tell the same kinds of things in the same words ("I painted ..."),
+              and each question names its speaker ("What did Grace paint?"): only knowing who
+              said which turn finds the evidence.
 
 Same contract as suites.py: a planter plants into a Memory and returns its questions.
 """
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from aml_retriever.evaluation import vocab
-from aml_retriever.evaluation.memory import Memory, Planned, Planter, distractor_count
-from aml_retriever.evaluation.suites import CLASSIC, ME, draw_distinct, fact_question, fact_text
+from aml_retriever.evaluation.memory import Memory, Planned, Planter, Session, distractor_count
+from aml_retriever.evaluation.suites import (
+    ATTEMPTS,
+    CLASSIC,
+    ME,
+    draw_distinct,
+    fact_question,
+    fact_text,
+    say,
+)
 
-SHAPE_SUITES = ("long_turn", "chinese")
+SHAPE_SUITES = ("long_turn", "chinese", "speakers")
 
 # ---- long turns ----------------------------------------------------------------------------
 
@@ -167,4 +183,250 @@ def _plant_zh_near_misses(mem: Memory, fact: ZhFact, count: int) -> None:
                   fact.statement.format(r=relation, v=fact.values(mem)))
 
 
-PLANTERS: dict[str, Planter] = {"long_turn": plant_long_turn, "chinese": plant_chinese}
+# ---- two people, bare text -------------------------------------------------------------------
+
+ROLES = ("user", "assistant")
+# Share of one side's turns that call the other by name, drawn per user: the side addressed
+# often (LoCoMo: about a third of the turns name the other side) and the side addressed rarely
+# (a few dozen times in a medium memory; LoCoMo's least named speaker: 32 times).
+OFTEN_ADDRESSED = (0.3, 0.5)
+RARELY_ADDRESSED = (0.02, 0.06)
+# A planted statement calls its listener by name as often as chit-chat does, times this: never
+# when easy, twice as often when hard, where the other side's statement then names the asked
+# speaker ("I painted a fox in the snow, Grace!"), putting the name in the wrong speaker's turn.
+ADDRESS_FACTOR = {"easy": 0.0, "medium": 1.0, "hard": 2.0}
+# How often a person with a short name is called by it ("Mel"); questions use the full name.
+SHORT_SHARE = 0.7
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    pronoun: str  # "she" / "he"
+    short: str = ""
+
+    @property
+    def possessive(self) -> str:
+        return "her" if self.pronoun == "she" else "his"
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        return (self.name, self.short) if self.short else (self.name,)
+
+
+def other(role: str) -> str:
+    return ROLES[1 - ROLES.index(role)]
+
+
+def _pair(rng: random.Random) -> tuple[Person, Person]:
+    """Two people whose names do not begin one another (the name finder would read "Will" and
+    "William" as one person)."""
+    people = [Person(*row) for row in vocab.SPEAKER_PEOPLE]
+    first = rng.choice(people)
+    second = rng.choice([p for p in people if not any(
+        a.lower().startswith(b.lower()) or b.lower().startswith(a.lower())
+        for a in p.forms for b in first.forms)])
+    return first, second
+
+
+def _mid(text: str) -> str:
+    """A turn's opening in mid-sentence form, after "Hi Grace, " ("I" stays)."""
+    return text if re.match(r"I\b", text) else text[0].lower() + text[1:]
+
+
+class Chat(Memory):
+    """The memory of two people talking: `people` maps each role to its speaker, `addressed`
+    each role to the share of the other side's turns that call it by name, and `rare` is the
+    side addressed rarely. The chit-chat is addressed here; the planter addresses what it plants."""
+
+    def __init__(self, rng: random.Random, sessions: list[Session]) -> None:
+        super().__init__(rng, sessions)
+        self.people = dict(zip(ROLES, _pair(rng), strict=True))
+        self.rare = rng.choice(ROLES)
+        self.addressed = {role: rng.uniform(*(RARELY_ADDRESSED if role == self.rare else OFTEN_ADDRESSED))
+                          for role in ROLES}
+        for session in sessions:
+            for draft in session.drafts:
+                listener = other(draft.role)
+                draft.content = self.address(listener, draft.content, self.addressed[listener])
+
+    def address(self, listener: str, text: str, share: float) -> str:
+        """The turn calling `listener` by name (one of vocab.ADDRESS_FORMS), with probability `share`."""
+        if self.rng.random() >= share:
+            return text
+        person = self.people[listener]
+        name = person.short if person.short and self.rng.random() < SHORT_SHARE else person.name
+        stop = text[-1] if text[-1] in ".!?" else ""
+        return self.rng.choice(vocab.ADDRESS_FORMS).format(
+            n=name, t=text, l=_mid(text), b=text[:len(text) - len(stop)], e=stop or "!")
+
+    def tell(self, role: str, text: str, difficulty: str) -> str:
+        """Plant a turn of `role` in a random session, calling the listener by name as often as the
+        difficulty says; returns its key."""
+        share = min(1.0, ADDRESS_FACTOR[difficulty] * self.addressed[other(role)])
+        return self.plant(self.rng.randrange(len(self.sessions)), self.address(other(role), text, share),
+                          role=role)
+
+
+@dataclass(frozen=True)
+class Telling:
+    """A kind of thing both people tell of themselves, in the same templates."""
+
+    concept: str
+    first: tuple[str, ...]  # a speaker's own: {v} the value, {m} the month
+    third: tuple[str, ...]  # a relative's (near misses): {r} the relation
+    questions: tuple[str, ...]  # {n} the speaker's name, {pr} pronoun, {pos} possessive, {m}
+    values: tuple[str, ...]
+    dated: bool = False  # told of one month: each month is a concept of its own
+
+
+# Every statement, near miss and question of a kind shares its word ("paint", "bake", the month
+# of a trip), so the words find both speakers' turns; the rest of the wording varies, and both
+# people draw from the same templates, so a question's words favour neither speaker's turn.
+TELLINGS = (
+    Telling("painting",
+            ("I finally finished painting {v}.", "Spent the whole afternoon painting {v}.",
+             "My latest painting is {v}, still drying on the easel.",
+             "I painted {v} for the art fair at the library."),
+            ("My {r} painted {v} for the school fair.", "My {r} has been painting {v} all week."),
+            ("What did {n} paint?", "What did {n} say {pr} painted?", "What is {n}'s latest painting?"),
+            ("a sunset over the harbour", "a lighthouse in a storm", "a field of sunflowers",
+             "the old mill by the river", "a fox in the snow", "a city skyline at night",
+             "a vase of tulips", "a bowl of lemons", "a sailing boat at anchor", "a forest in autumn",
+             "a busy street market", "two herons by a pond")),
+    Telling("trip",
+            ("I spent a week in {v} in {m}.", "Back from {v}! We went in {m} and loved it.",
+             "In {m} I finally made it to {v}.", "My {m} trip to {v} was the best part of the year."),
+            ("My {r} went to {v} in {m}.", "My {r} spent {m} travelling around {v}."),
+            ("Where did {n} travel in {m}?", "Which city did {n} visit in {m}?",
+             "Where did {n} go in {m}?"),
+            vocab.CITIES, dated=True),
+    Telling("baking",
+            ("I baked {v} for my neighbour's birthday.", "Tried a new baking recipe last night: {v}.",
+             "I baked {v} from scratch on Sunday.", "Everyone at the potluck loved the {v} I baked."),
+            ("My {r} baked {v} for the street party.", "My {r} brought home-baked {v} to dinner."),
+            ("What did {n} bake?", "What did {n} say {pr} baked?", "What has {n} been baking?"),
+            ("lemon tart", "banana bread", "cinnamon rolls", "carrot cake", "apple pie", "sourdough",
+             "blueberry muffins", "ginger biscuits", "cheesecake", "focaccia", "plum crumble")),
+    Telling("book",
+            ("I just finished reading {v}.", "Stayed up way too late reading {v}, could not put it down.",
+             "My book club picked {v} and I loved reading it.",
+             "I'm halfway through reading {v} and hooked."),
+            ("My {r} keeps telling me to read {v}.", "My {r} is reading {v} for a book club."),
+            ("What book did {n} read?", "Which book did {n} finish reading?", "What was {n} reading?"),
+            ("The Salt Road", "A House of Paper Birds", "The Last Lighthouse Keeper", "The Glass Orchard",
+             "Winter at Hollow Farm", "The Clockmaker's Daughter", "Songs of the Open Sea",
+             "The Quiet Valley", "Letters from the Coast", "The Silver Thread", "Under the Olive Trees")),
+    Telling("concert",
+            ("I saw {v} in concert on Friday, what a show.",
+             "Got front-row concert tickets for {v} and they were amazing.",
+             "I finally caught {v} in concert.", "My ears are still ringing from the {v} concert."),
+            ("My {r} saw {v} in concert last month.", "My {r} got concert tickets for {v}."),
+            ("Which band did {n} see in concert?", "What concert did {n} go to?",
+             "Which band's concert did {n} say {pr} saw?"),
+            vocab.BANDS),
+    Telling("class",
+            ("I signed up for a {v} class.", "My {v} class starts next week.",
+             "Just had my first {v} class, so much fun.", "I joined a {v} class on Thursday evenings."),
+            ("My {r} signed up for a {v} class.", "My {r} is taking a {v} class."),
+            ("What class did {n} sign up for?", "Which class is {n} taking?", "What class did {n} join?"),
+            vocab.COURSES),
+    Telling("purchase",
+            ("I bought {v} last week.", "Finally bought myself {v}.",
+             "I bought {v} online and it arrived today.", "I splurged and bought {v} this weekend."),
+            ("My {r} bought {v}.", "My {r} bought {v} on sale."),
+            ("What has {n} bought recently?", "What did {n} say {pr} bought?",
+             "What was the thing {n} bought?"),
+            vocab.ITEMS),
+    Telling("pet",
+            ("I adopted a kitten and named her {v}.", "My new puppy is named {v}.",
+             "Meet {v}, the rescue dog I adopted on Saturday.", "I adopted a rabbit and named it {v}."),
+            ("My {r} adopted a kitten named {v}.", "My {r} has a new puppy named {v}."),
+            ("What did {n} name {pos} new pet?", "What is the name of the pet {n} adopted?",
+             "What did {n} name the animal {pr} adopted?"),
+            vocab.PET_NAMES),
+    Telling("garden",
+            ("I planted {v} in the back garden.", "Spent Saturday planting {v}.",
+             "The balcony is full of {v} I planted in spring.", "I'm planting {v} this year."),
+            ("My {r} planted {v} along the fence.", "My {r} has been planting {v} in the greenhouse."),
+            ("What did {n} plant?", "What has {n} been planting?", "What did {n} say {pr} planted?"),
+            ("tomatoes", "sunflowers", "lavender", "strawberries", "runner beans", "tulip bulbs",
+             "courgettes", "peppers", "basil", "potatoes", "raspberry canes")),
+    Telling("race",
+            ("I finished {v} on Sunday, legs are sore.",
+             "Finished {v} for charity and raised a bit of money.", "I finally finished {v} this morning.",
+             "Signed up for {v} and actually finished it."),
+            ("My {r} finished {v} last weekend.", "My {r} is training to finish {v}."),
+            ("What race did {n} finish?", "Which event did {n} finish?", "What did {n} say {pr} finished?"),
+            ("the city 10k", "a half marathon", "a sprint triathlon", "a charity swim",
+             "a mountain bike race", "a trail run", "a rowing regatta", "an obstacle race", "a fell run")),
+    Telling("gift",
+            ("My friends got me {v} for my birthday.", "The best birthday present I got was {v}.",
+             "I unwrapped {v} on my birthday and nearly cried.", "For my birthday I got {v}."),
+            ("My {r} got {v} for a birthday.", "My {r} was given {v} as a birthday present."),
+            ("What did {n} get for {pos} birthday?", "What birthday present did {n} receive?",
+             "What did {n} say {pr} got for {pos} birthday?"),
+            ("a silver necklace", "a leather journal", "a pottery mug", "a wool scarf", "concert tickets",
+             "a bonsai tree", "a polaroid camera", "a chess set", "a hammock", "a cookbook")),
+)
+
+
+def _chat(mem: Memory) -> Chat:
+    """The memory as a Chat: only a Chat knows who speaks each role."""
+    if not isinstance(mem, Chat):
+        raise TypeError("the speakers suite plants into a Chat (shapes.MEMORIES)")
+    return mem
+
+
+def _open_telling(mem: Memory) -> tuple[Telling, str, str] | None:
+    """A kind of thing neither speaker has told yet: (telling, month or "", concept)."""
+    for _ in range(ATTEMPTS):
+        telling = mem.rng.choice(TELLINGS)
+        month = mem.rng.choice(vocab.MONTHS) if telling.dated else ""
+        concept = f"{telling.concept}:{month}" if month else telling.concept
+        if all(mem.free(role, concept) for role in ROLES):
+            return telling, month, concept
+    return None
+
+
+def plant_speakers(mem: Memory, difficulty: str) -> list[Planned]:
+    """Both people tell one kind of thing (a painting, a trip in one month, ...), each with their
+    own value in their own turn, near misses tell it of relatives (either side saying them), and
+    each is asked about by name: the gold is that speaker's turn, the other's its near twin."""
+    chat = _chat(mem)
+    found = _open_telling(mem)
+    if found is None:
+        return []
+    telling, month, concept = found
+    values = mem.draw(telling.concept, telling.values, len(ROLES) + distractor_count(mem.rng, difficulty))
+    keys: dict[str, str] = {}
+    for role, value in zip(ROLES, values, strict=False):
+        mem.claim(role, concept, value)
+        text = say(mem, difficulty, mem.rng.choice(telling.first).format(v=value, m=month))
+        keys[role] = chat.tell(role, text, difficulty)
+    for value in values[len(ROLES):]:
+        text = mem.rng.choice(telling.third).format(r=mem.rng.choice(vocab.RELATIONS), v=value, m=month)
+        chat.tell(mem.rng.choice(ROLES), say(mem, difficulty, text), difficulty)
+    return [_ask(chat, telling, month, role, value, keys[role], difficulty)
+            for role, value in zip(ROLES, values, strict=False)]
+
+
+def _ask(chat: Chat, telling: Telling, month: str, role: str, value: str, key: str,
+         difficulty: str) -> Planned:
+    person = chat.people[role]
+    question = chat.rng.choice(telling.questions).format(n=person.name, pr=person.pronoun,
+                                                         pos=person.possessive, m=month)
+    category = "rarely_addressed" if role == chat.rare else "often_addressed"
+    return Planned("speakers", category, difficulty, question, value, (key,))
+
+
+def speaker_names(mem: Memory) -> dict[str, str]:
+    """Who speaks each role, where a suite's memory names its speakers (the evidence keeps it,
+    for the reader's `speaker visible`); {} for the plain user-and-assistant memory."""
+    return {role: person.name for role, person in mem.people.items()} if isinstance(mem, Chat) else {}
+
+
+PLANTERS: dict[str, Planter] = {"long_turn": plant_long_turn, "chinese": plant_chinese,
+                                 "speakers": plant_speakers}
+# The memory a suite plants into, where it is not the plain Memory.
+MEMORIES: dict[str, type[Memory]] = {"speakers": Chat}

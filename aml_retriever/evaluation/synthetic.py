@@ -117,6 +117,7 @@ def assemble(rng: random.Random, user_id: str, memory: Memory, planned: Sequence
     adds: list[dict[str, Any]] = []
     where: dict[str, Evidence] = {}
     contents: list[str] = []
+    speakers = shapes.speaker_names(memory)
     for session in memory.sessions:
         session_id = f"{user_id}:s{session.index:04d}"
         stamp = session.start_ms
@@ -131,7 +132,8 @@ def assemble(rng: random.Random, user_id: str, memory: Memory, planned: Sequence
                 messages.append({"role": draft.role, "content": draft.content, "timestamp": stamp})
                 contents.append(draft.content)
                 if draft.key is not None:
-                    where[draft.key] = Evidence(request_id, position, draft.content)
+                    where[draft.key] = Evidence(request_id, position, draft.content,
+                                                speakers.get(draft.role, ""))
             adds.append({"request_id": request_id, "user_id": user_id, "session_id": session_id,
                          "messages": messages})
             start += size
@@ -159,7 +161,8 @@ def generate_user(suite: str, scale: str, difficulty: str, seed: int, index: int
     rng = random.Random(f"aml-eval|{user_id}")
     suites = SUITES if suite == "mixed" else (suite,)
     languages = MULTILINGUAL_LANGUAGES if "multilingual" in suites else ()
-    memory = Memory(rng, build_sessions(rng, size.messages, difficulty, languages))
+    memory = shapes.MEMORIES.get(suite, Memory)(rng, build_sessions(rng, size.messages, difficulty,
+                                                                     languages))
     quota = size.per_suite * (1 if suite == "mixed" else SINGLE_SUITE_FACTOR)
     planned: list[Planned] = []
     counts = dict.fromkeys(suites, 0)

@@ -270,3 +270,25 @@ FOREIGN_FILLER = {
 }
 # Languages written without spaces: chatter around a fact is joined without one.
 NO_SPACE_LANGUAGES = ("zh", "ja")
+
+# ---- two people talking (the speakers suite) --------------------------------------------------
+# (name, pronoun, short name): the people of a two-person chat. Half are common words (a reader
+# of "Will", "May", "Hope" cannot tell the name from the word), some go by a short name that
+# begins the full one ("Mel" for "Melanie"), which questions never use.
+SPEAKER_PEOPLE = (
+    ("Will", "he", ""), ("May", "she", ""), ("Grace", "she", ""), ("Hope", "she", ""),
+    ("Rose", "she", ""), ("Joy", "she", ""), ("Mark", "he", ""), ("Frank", "he", ""),
+    ("Bill", "he", ""), ("Drew", "he", ""), ("Summer", "she", ""), ("Ray", "he", ""),
+    ("Melanie", "she", "Mel"), ("Jonathan", "he", "Jon"), ("Jessica", "she", "Jess"),
+    ("Timothy", "he", "Tim"), ("Deborah", "she", "Deb"), ("Alexander", "he", "Alex"),
+    ("Caroline", "she", ""), ("Nate", "he", ""), ("Priya", "she", ""), ("Tomas", "he", ""),
+)
+# How one side calls the other by name, as LoCoMo's speakers do: a greeting or an interjection
+# opening the turn, the name opening it, a clause-final vocative, thanks and goodbyes. {n}: the
+# name; {t}: the turn; {l}: the turn in mid-sentence form; {b}: the turn without its final stop,
+# {e}: that stop.
+ADDRESS_FORMS = (
+    "Hey {n}! {t}", "Hi {n}, {l}", "Hello {n}! {t}", "Good morning {n}! {t}", "Hey {n}, {l}",
+    "{n}, {l}", "Oh {n}, {l}", "Wow, {n}! {t}", "{b}, {n}{e}", "{t} Thanks, {n}.",
+    "Thanks {n}! {t}", "{t} See you soon, {n}!", "{t} Talk soon, {n}.",
+)
