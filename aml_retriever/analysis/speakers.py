@@ -62,7 +62,7 @@ _LOWER_WORD = re.compile(r"[^\W\d_]+")
 _NOT_NAMES = frozenset("""
 absolutely agreed alright also anyway anyways appreciate awesome aww aw bravo btw but cheers
 congrats congratulations cool damn dear definitely exactly fantastic fine glad good gosh great
-guys haha hahaha hello hey hi hmm honestly hooray hope hopefully how indeed it interesting lately
+guys haha hahaha hello hey hi hmm honestly hooray hopefully how indeed it interesting lately
 let lol look love man mate nice no nope now oh ok okay omg oops ouch perfect please plus pretty
 really right seriously so sorry still super sure sweet thanks that then there though totally
 true ugh um umm unfortunately upd well what whoa woah wonderful woohoo wow yay yea yeah yep yes
@@ -72,7 +72,7 @@ first second third finally lastly next however additionally therefore instead sp
 remember certainly meanwhile otherwise similarly overall basically actually ideally
 alternatively importantly fortunately sadly luckily personally generally typically currently
 recently again today tonight yesterday tomorrow here besides yet of course sometimes often
-world
+world ha hah heh huh ah ahh eh meh ooh oooh uh whew phew
 """.split()) | frozenset(("i", "the", "a", "we", "they", "he", "she", "this", "these", "those",
                           "and", "or", "if", "when", "why", "who", "my", "our", "his", "her"))
 # A contraction is no name ("I'm, ...", "That's, ...").

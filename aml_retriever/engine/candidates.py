@@ -137,12 +137,6 @@ class TermIndex:
                 scores[rowid] += weight * part / fts5_idf
         return scores
 
-    def term_parts(self, term: Term, limit: int, session_id: str | None) -> list[tuple[int, float]]:
-        """One term's best `limit` messages with its saturated, length-normalised frequency in
-        each (bm25()'s part without FTS5's IDF)."""
-        fts5_idf = self.fts5_idf(term)
-        return [(rowid, part / fts5_idf) for rowid, part in self._hits(term, limit, session_id)]
-
     def fts5_idf(self, term: Term) -> float:
         """The IDF FTS5's bm25() gives the term (clamped near 0 past half the messages)."""
         n, df = self.size, self.doc_count(term)
