@@ -340,3 +340,16 @@ def test_speakers_evidence_ranks_by_who_said_it_and_worse_without_the_speaker_si
     assert mean(often, "R@5") >= 0.8
     assert mean(often, "MRR") - mean(often_control, "MRR") >= 0.08
     assert mean(found, "MRR") - mean(control, "MRR") >= 0.05
+
+
+def test_a_written_dataset_keeps_who_spoke_each_evidence() -> None:
+    """`--write-data` and a replay of it keep each evidence's speaker (what `speaker visible`
+    reads) and the temporal flag."""
+    from aml_retriever.evaluation.dataset import Evidence, Question, question_from_json, question_to_json
+
+    question = Question("q1", "What did Grace paint?", "speakers", "often_addressed",
+                        (Evidence("r1", 2, "I painted a lake.", "Grace"),), "a lake", temporal=True)
+    assert question_from_json(question_to_json(question)) == question
+    plain = Question("q2", "Where?", "classic", "c", (Evidence("r1", 0, "Here."),), "here")
+    assert "speaker" not in question_to_json(plain)["evidence"][0]
+    assert question_from_json(question_to_json(plain)) == plain

@@ -70,18 +70,24 @@ class Conversation:
 # ---- dataset files ---------------------------------------------------------------------------
 
 def question_to_json(q: Question) -> dict[str, Any]:
-    return {"qid": q.qid, "question": q.question, "suite": q.suite, "category": q.category,
-            "difficulty": q.difficulty, "adversarial": q.adversarial, "answer": q.answer,
-            "evidence": [{"request_id": e.request_id, "position": e.position, "content": e.content}
-                         for e in q.evidence]}
+    """A question as a dataset file keeps it (an evidence's speaker and the temporal flag only
+    when set, so files without them are written as before)."""
+    out = {"qid": q.qid, "question": q.question, "suite": q.suite, "category": q.category,
+           "difficulty": q.difficulty, "adversarial": q.adversarial, "answer": q.answer,
+           "evidence": [{"request_id": e.request_id, "position": e.position, "content": e.content,
+                         **({"speaker": e.speaker} if e.speaker else {})} for e in q.evidence]}
+    if q.temporal:
+        out["temporal"] = True
+    return out
 
 
 def question_from_json(data: Mapping[str, Any]) -> Question:
-    evidence = tuple(Evidence(e["request_id"], int(e["position"]), e["content"])
+    evidence = tuple(Evidence(e["request_id"], int(e["position"]), e["content"],
+                              str(e.get("speaker", "")))
                      for e in data.get("evidence", []))
     return Question(data["qid"], data["question"], data.get("suite", ""), str(data["category"]),
                     evidence, str(data.get("answer", "")), bool(data.get("adversarial", False)),
-                    data.get("difficulty", ""))
+                    data.get("difficulty", ""), bool(data.get("temporal", False)))
 
 
 def conversation_to_json(c: Conversation) -> dict[str, Any]:
