@@ -100,3 +100,20 @@ def test_a_period_spans_its_whole_days() -> None:
     assert period_span_ms("2022-11") == (ms(2022, 11, 1, 0), ms(2022, 12, 1, 0) - 1)
     assert period_span_ms("2022") == (ms(2022, 1, 1, 0), ms(2023, 1, 1, 0) - 1)
     assert period_span_ms("soon") is None
+
+
+def test_a_day_is_also_found_in_what_is_said_of_it_later(tmp_path: Path) -> None:
+    """"Three days ago" said on the 12th is of the 9th; "yesterday" said on the 9th is not."""
+    with closing(MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")) as svc:
+        turns = {"a": (ms(2022, 11, 9), ["Yesterday I repaired the bike.", "A quiet evening."]),
+                 "b": (ms(2022, 11, 12), ["Three days ago I baked a lemon tart.", "Rain all day."]),
+                 "c": (ms(2022, 11, 20), ["I repaired the fence today.", "I baked bread today."])}
+        for session, (start, texts) in turns.items():
+            svc.add(parse_add({"user_id": "u", "request_id": session, "session_id": session,
+                               "messages": [{"role": "user", "content": text, "timestamp": start + i}
+                                            for i, text in enumerate(texts)]}, 200))
+        assert top(svc, "What did I bake on 9 November, 2022?")[0] == turns["b"][1][0]
+        assert top(svc, "What did I repair on 9 November, 2022?")[0] != turns["a"][1][0]
+        # The control: another day finds what was said of that one.
+        assert top(svc, "What did I bake on 20 November, 2022?")[0] == turns["c"][1][1]
+        assert top(svc, "What did I repair on 8 November, 2022?")[0] == turns["a"][1][0]

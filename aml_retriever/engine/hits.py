@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.analysis.dates import period_span_ms
+from aml_retriever.analysis.features import DATE_KEY, KEY_END
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import TermIndex, best, idf, tf_part, token_counts
 from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
@@ -20,6 +21,7 @@ from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow, load_rows
 from aml_retriever.engine.speakers import SpeakerTerm
 from aml_retriever.storage import timeline
+from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import Visibility
 from aml_retriever.storage.views import Turn, turns, windows_joining
 
@@ -29,9 +31,12 @@ from aml_retriever.storage.views import Turn, turns, windows_joining
 # assistant replies do not (BEAM dev: median 557 words). BEAM dev, off -> on at 150: MRR .406 ->
 # .503, b@1000w .188 -> .341, first result 772 -> 474 words; 100 and 200 measured alike.
 LONG_TOKENS = 150
-# Most messages said in one period a question names that are read for its words (a day of chat
-# holds tens; a month of a large memory may hold thousands, of which the first are read).
+# Most messages said in one period a question names that are read (a day of chat holds tens; a
+# month of a large memory may hold thousands, of which the first are read), and how long after
+# it a message may still give a date in it ("four weeks ago": the relative dates analysis/dates.py
+# resolves to a day reach back that far).
 SAID_IN_READ = 2000
+DATED_AFTER_MS = 35 * 86_400_000
 # How many top lexical hits lend their next turn an adjacency boost.
 ADJACENT_TO_TOP = 10
 Window = tuple[int, ...]  # a window's members, in conversation order
@@ -110,27 +115,41 @@ class HitReader:
         self._add_said(scores, said)
         return best(scores, limit)
 
-    def _said_in(self, plan: QueryPlan, session_id: str | None) -> list[list[int]]:
-        """For each day or month the question names, the messages said in it (at most
-        SAID_IN_READ), as a Search may see them."""
+    def _said_in(self, plan: QueryPlan, session_id: str | None) -> list[tuple[str, set[int]]]:
+        """For each day or month the question names, the messages of it (`_of`)."""
         found = []
         for period in plan.dates:
             span = period_span_ms(period) if len(period) > len("2023") else None
-            said = timeline.said_between(self.conn, *span, session_id, SAID_IN_READ) if span else []
-            if self.visible.hides:
-                said = [m for m in said if self.visible.admits(m)]
-            if said:
-                found.append(said)
+            if span is not None:
+                dated = self._of(period, span, session_id)
+                if dated:
+                    found.append((period, dated))
         return found
 
-    def _add_said(self, scores: dict[int, float], said: list[list[int]]) -> None:
-        """A period the question names counts as written once in each message said in it,
-        with the IDF of as many messages ("What did Jolene ask Deb on 13 March, 2023?": the
-        answer was said that day, and never writes the date)."""
-        for ids in said:
-            weight = idf(self.index.size, len(ids))
+    def _of(self, period: str, span: tuple[int, int], session_id: str | None) -> set[int]:
+        """The messages of a period: said in it and giving no other date, or giving a date in it
+        (the day, or a day of the month) and said in it or within DATED_AFTER of it ("three
+        days ago" said on the 14th is of the 11th), at most SAID_IN_READ of each, as the Search
+        may see them."""
+        start, end = span
+        said = set(timeline.said_between(self.conn, start, end, session_id, SAID_IN_READ))
+        later = timeline.said_between(self.conn, end + 1, end + DATED_AFTER_MS, session_id,
+                                      SAID_IN_READ)
+        written = KEY_END + DATE_KEY + period
+        found = {m for m, keys in rows_in(self.conn, "SELECT id, signal_keys FROM messages WHERE id",
+                                          sorted(said | set(later)))
+                 if written in keys or (m in said and KEY_END + DATE_KEY not in keys)}
+        return {m for m in found if self.visible.admits(m)} if self.visible.hides else found
+
+    def _add_said(self, scores: dict[int, float], said: list[tuple[str, set[int]]]) -> None:
+        """A period the question names counts as written once in each of its messages (`_of`:
+        "What did Jolene ask Deb on 13 March, 2023?", the answer said that day and never
+        writing the date; "I ran 5 km yesterday", said the day after), with the IDF of as many
+        messages."""
+        for _, dated in said:
+            weight = idf(self.index.size, len(dated))
             average = self.index.average_length
-            for rowid, length in sorted(token_counts(self.conn, ids).items()):
+            for rowid, length in sorted(token_counts(self.conn, sorted(dated)).items()):
                 if length > 0:
                     scores[rowid] += weight * tf_part(length, average)
 
