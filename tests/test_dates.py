@@ -83,3 +83,15 @@ def test_each_pattern_finds_what_it_finds_after_a_word_boundary(pieces, gaps):
         bounded = re.compile(r"\b" + pattern.pattern)
         assert [m.span() for m in _at_word_starts(pattern, text)] == \
             [m.span() for m in bounded.finditer(text)]
+
+
+@pytest.mark.parametrize("text", ["see you tomorrow", "in two weeks", "next year", "in 99999999999 days",
+                                  "99999999999 days ago", "next month"])
+def test_a_date_past_the_calendar_is_no_date(text: str) -> None:
+    """Said on the last day a timestamp may name (31 December 9999) or the first (1 January 1),
+    a date beyond the calendar resolves to none instead of failing the Add."""
+    last = int(dt.datetime(9999, 12, 31, 23, 59, tzinfo=dt.UTC).timestamp() * 1000)
+    first = int(dt.datetime(1, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
+    for moment in (last, first):
+        assert all(len(d) in (4, 7, 10) for d in extract_dates(text, moment))
+    assert extract_dates("see you tomorrow", THURSDAY_25_MAY_2023) == ["2023-05-26"]  # control

@@ -154,6 +154,15 @@ def _safe_date(year: int, month: int, day: int) -> str | None:
 
 
 def _resolve(kind: str, m: re.Match[str], ref: dt.date) -> str | None:
+    """The date a match names, or None when it names none a calendar holds ("tomorrow" said on
+    31 December 9999, "in 99999999 days")."""
+    try:
+        return _resolved(kind, m, ref)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _resolved(kind: str, m: re.Match[str], ref: dt.date) -> str | None:
     g = m.groups()
     if kind == "iso":
         return _safe_date(int(g[0]), int(g[1]), int(g[2]))
@@ -206,7 +215,14 @@ def _ago(count: int, unit: str, ref: dt.date) -> str:
         return (ref - dt.timedelta(weeks=count)).isoformat()
     if unit == "month":
         return _shift_months(ref, -count).isoformat()[:7]
-    return str(ref.year - count)
+    return _year(ref.year - count)
+
+
+def _year(year: int) -> str:
+    """A year as the dates are written ("2023"); one the calendar does not hold is refused."""
+    if not 1 <= year <= 9999:
+        raise ValueError(f"year {year} is outside the calendar")
+    return f"{year:04d}"
 
 
 def _relative_unit(modifier: str, unit: str, ref: dt.date) -> str:
@@ -215,7 +231,7 @@ def _relative_unit(modifier: str, unit: str, ref: dt.date) -> str:
         return (ref + dt.timedelta(weeks=step)).isoformat()
     if unit == "month":
         return _shift_months(ref, step).isoformat()[:7]
-    return str(ref.year + step)
+    return _year(ref.year + step)
 
 
 class DateMention(NamedTuple):
