@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Redraw docs/inspector.png: the inspector page over a small demo memory, one user open and a
-Search explained (its first hit a window, shown as its messages with their roles), as headless
+Search explained (its first hit a window, shown as its messages with their speakers: the name the
+conversation gives the user, "Maya", and the roles), as headless
 chromium shows it. Times are drawn in --timezone (UTC unless told), so the picture does not depend
 on the machine's.
 
@@ -35,13 +36,13 @@ START_MS = 1_785_945_600_000  # 2026-08-05T16:00:00Z
 CONVERSATIONS = [
     (USER, "trip", START_MS, [
         ("user", "We're planning a week in Lisbon with my sister Ana."),
-        ("assistant", "Nice. Do you have dates yet?"),
+        ("assistant", "Nice, Maya! Do you have dates yet?"),
         ("user", "The trip starts on September 12 with the morning flight; we fly back on the 19th."),
         ("user", "Ana is vegetarian, so keep that in mind for restaurants."),
     ]),
     (USER, "work", START_MS + 2 * DAY_MS, [
         ("user", "The launch review moved to Thursday at 10:00."),
-        ("assistant", "Noted: launch review, Thursday 10:00."),
+        ("assistant", "Noted: launch review, Thursday 10:00. Good luck, Maya!"),
         ("user", "Before the trip I need to hand the Lisbon client notes to Jonas."),
     ]),
     ("sam", "s1", START_MS + DAY_MS, [("user", "Sam's bike is in the repair shop until Friday.")]),
