@@ -62,3 +62,30 @@ def test_replay_without_its_files_says_how_to_make_them(tmp_path):
                                folder], cwd=clone, capture_output=True, text=True, timeout=60)
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.stderr.startswith(f"replay: {folder}") and "--write-data DIR" in done.stderr
+
+
+def use_it_block(readme: str) -> str:
+    """The README's "Use it" block (the one that starts the server) as a user pastes it."""
+    text = (ROOT / readme).read_text()
+    start = text.index("```bash\n./scripts/serve.sh --port 8080 &\n") + len("```bash\n")
+    return text[start:text.index("```", start)]
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_quick_start_prints_its_answers_when_pasted(tmp_path):
+    """Pasted whole, the block waits for the server to listen (it needs about a second) and every
+    curl prints its answer; before the wait, every curl exited 7 and printed nothing."""
+    block = use_it_block("README.md").replace("8080", str(free_port()))
+    clone = fresh_copy(tmp_path)
+    done = subprocess.run(["bash", "-c", block + "\nkill $!\nwait\n"], cwd=clone,
+                          capture_output=True, text=True, timeout=120)
+    assert '"success": true' in done.stdout and '"stored": 1' in done.stdout
+    assert '"content": "The launch date moved to August 14, 2026."' in done.stdout
+    assert '"status": "ok"' in done.stdout
+    assert "curl:" not in done.stderr  # no refused connection
