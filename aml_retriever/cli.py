@@ -494,10 +494,21 @@ def _export(args: argparse.Namespace) -> int:
             out.write(text.encode("utf-8"))
         return 0
     parse_user({"user_id": args.user})
-    with _service(args) as service, _output(args.out) as out, \
-            closing(exchange.export(service.store, args.user)) as lines:
-        for line in lines:
-            out.write(exchange.ndjson(line))
+    with _service(args) as service:
+        with service.store.connection(args.user, create=False) as conn:
+            known = conn is not None
+        if not known:  # nothing written, not even an empty file: a misspelt id says so
+            which = ("given with --user" if args.user != MEMORY_USER
+                     else f"{MEMORY_USER}, the default (an agent memory's one user): name one with --user")
+            print(f"error: {args.db} holds no user by the id {which}", file=sys.stderr)
+            return 1
+        with _output(args.out) as out, closing(exchange.export(service.store, args.user)) as lines:
+            written = 0
+            for line in lines:
+                out.write(exchange.ndjson(line))
+                written += 1
+    if written == 0:
+        print("warning: this user holds no messages: the export is empty", file=sys.stderr)
     return 0
 
 
@@ -510,6 +521,8 @@ def _output(path: str | None) -> Iterator[Any]:
         sys.stdout.buffer.flush()
         return
     target = Path(path)
+    if not target.parent.is_dir():  # named as the user wrote it, not as the temporary file beside it
+        raise FileNotFoundError(errno.ENOENT, "no such directory for --out", str(target.parent))
     partial = target.with_name(f".{target.name}.partial")
     try:
         with partial.open("wb") as out:

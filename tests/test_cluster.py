@@ -835,6 +835,10 @@ def test_cluster_stats_sum_the_shards(running, loaded):
     assert sorted(per_shard) == list(SHARDS)
     assert summed["total"]["messages"] == sum(s["messages"] for s in per_shard.values())
     assert summed["total"]["users"] >= len(loaded)
+    # `cluster.sh stats | head -1`: the reader goes away, no BrokenPipeError traceback.
+    piped = subprocess.run(["bash", "-c", f"'{CLUSTER_SH}' stats --dir '{running.layout.root}' | head -1"],
+                           capture_output=True, text=True, timeout=180)
+    assert piped.stdout == "{\n" and "Traceback" not in piped.stderr
 
 
 def test_deleting_a_user_through_the_cluster_leaves_no_bytes_on_any_shard(running):

@@ -309,3 +309,43 @@ def test_a_backup_taken_while_adds_arrive_is_consistent_and_complete(tmp_path, c
     finally:
         service.close()
     assert run(capsys, "backup", "--db", app.config.db_path, "--to", str(tmp_path / "copy"))[0] == 1
+
+
+def test_an_export_that_would_write_nothing_says_so(tmp_path, capsys):
+    """No --user (the default names an agent memory's user) or a misspelt one: exit 1, one line,
+    no file; a user whose every message was forgotten: an empty export and a warning; the
+    control, a user with messages, exports silently."""
+    db = tmp_path / "aml.db"
+    svc = MemoryService.open(str(db))
+    for user in ("user-1", "gone"):
+        svc.add(parse_add({"user_id": user, "request_id": "r1", "session_id": "s",
+                           "messages": [{"role": "user", "content": "hello there"}]}, 200))
+    svc.forget("gone", [1], "forget")
+    svc.close()
+    out = tmp_path / "x.ndjson"
+    for argv in ([], ["--user", "user-l"]):
+        assert main(["export", "--db", str(db), *argv, "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {db} holds no user by the id") and err.count("\n") == 1
+        assert not out.exists()
+    assert "name one with --user" in main_err(db, [], capsys)
+    assert main(["export", "--db", str(db), "--user", "gone", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == "warning: this user holds no messages: the export is empty\n"
+    assert main(["export", "--db", str(db), "--user", "user-1", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == "" and out.read_text().count("\n") == 1
+
+
+def main_err(db, argv, capsys) -> str:
+    main(["export", "--db", str(db), *argv])
+    return capsys.readouterr().err
+
+
+def test_an_export_into_a_missing_folder_names_that_folder(tmp_path, capsys):
+    db = tmp_path / "aml.db"
+    svc = MemoryService.open(str(db))
+    svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s",
+                       "messages": [{"role": "user", "content": "hello"}]}, 200))
+    svc.close()
+    assert main(["export", "--db", str(db), "--user", "u", "--out", str(tmp_path / "no" / "x.ndjson")]) == 1
+    assert capsys.readouterr().err == f"error: no such directory for --out ({tmp_path / 'no'})\n"
+    assert main(["export", "--db", str(db), "--user", "u", "--out", str(tmp_path / "x.ndjson")]) == 0

@@ -483,6 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.quiet:
             return 0
         print("\n".join(move_summary(result)), file=sys.stderr, flush=True)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    try:
+        print(json.dumps(result, indent=2, ensure_ascii=False), flush=True)
+    except BrokenPipeError:
+        # The reader went away (`cluster.sh stats | head`): nothing is left to say to it, and
+        # the interpreter's last flush must not fail again on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
