@@ -89,3 +89,19 @@ def test_the_quick_start_prints_its_answers_when_pasted(tmp_path):
     assert '"content": "The launch date moved to August 14, 2026."' in done.stdout
     assert '"status": "ok"' in done.stdout
     assert "curl:" not in done.stderr  # no refused connection
+
+
+def test_the_key_workflow_shows_the_key_and_keeps_it_off_the_process_list(tmp_path):
+    """The README's key block, pasted: the key is printed, the server started with it from the
+    environment (not on its command line), and the curl that sends it is answered."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index('export AML_API_KEY="$(openssl rand -hex 16)"')
+    port = str(free_port())
+    block = text[start:text.index("```", start)].replace("8081", port)
+    assert "--api-key" not in block
+    clone = fresh_copy(tmp_path)
+    done = subprocess.run(["bash", "-c", block + "\nkill $!\nwait\n"], cwd=clone,
+                          capture_output=True, text=True, timeout=120)
+    key = re.search(r"API key: ([0-9a-f]{32})", done.stdout)
+    assert key, done.stdout + done.stderr
+    assert '"users"' in done.stdout and "curl:" not in done.stderr
