@@ -84,6 +84,7 @@ class App:
                                          name="aml-acceptor", daemon=True)
         self._serving.start()
         log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
+        log.info("the inspector page: %s/ui/", self.url)
         return self
 
     def _window_note(self) -> str:
@@ -103,6 +104,7 @@ class App:
         signal.signal(signal.SIGUSR1, lambda *_: self.checkpointer.release.set())
         self._start_helpers()
         log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
+        log.info("the inspector page: %s/ui/", self.url)
         self.server.serve_forever(poll_interval=0.2)
         self.stop()
 

@@ -90,6 +90,28 @@ def test_ui_without_the_slash_redirects_to_the_page(http):
     assert http.request("GET", "/ui?x=1").headers["location"] == "/ui/"
 
 
+def test_the_root_leads_to_the_page(http):
+    """A browser pointed at the server finds the inspector (`GET /` was a JSON 404 pointing at
+    docs/, which a pip user has none of); no key is asked, no data is in the answer. The control:
+    a path that is no page stays a 404."""
+    response = http.request("GET", "/")
+    assert (response.status, response.headers["location"], response.raw) == (302, "/ui/", b"")
+    assert "location" not in http.request("GET", "/nothing-here").headers  # 401 (a key server)
+    assert http.request("POST", "/", body={}).status == 405
+
+
+def test_the_log_names_the_inspector(tmp_path, caplog):
+    import logging
+
+    from conftest import start_app
+    with caplog.at_level(logging.INFO, logger="aml_retriever"):
+        app = start_app(tmp_path)
+        try:
+            assert f"the inspector page: {app.url}/ui/" in caplog.text
+        finally:
+            app.stop()
+
+
 @pytest.mark.parametrize("path", [
     "/ui/nope.js", "/ui/app.js/", "/ui/APP.JS", "/ui/ui/index.html", "/ui/../stats",
     "/ui/%2e%2e/stats", "/ui/../aml_retriever/server.py", "/ui/..%2finspector.py",

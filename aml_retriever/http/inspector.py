@@ -48,9 +48,10 @@ class Answer:
 
 
 def serves(raw_path: str) -> bool:
-    """Whether a request path is the page's (then it is answered here, without the key)."""
+    """Whether a request path is the page's (then it is answered here, without the key): the
+    site's root leads to it, as a browser pointed at the server expects."""
     path = urlsplit(raw_path).path
-    return path == PREFIX or path.startswith(PREFIX + "/")
+    return path in ("/", PREFIX) or path.startswith(PREFIX + "/")
 
 
 def answer(raw_path: str, method: str, if_none_match: str | None) -> Answer:
@@ -58,6 +59,8 @@ def answer(raw_path: str, method: str, if_none_match: str | None) -> Answer:
     if method != "GET":
         raise MethodNotAllowed(f"{LABEL} accepts GET", ("GET",))
     path = urlsplit(raw_path).path
+    if path == "/":  # a redirect that may change (the root could serve more one day): not 301
+        return Answer(302, None, b"", {"Location": PREFIX + "/", "Cache-Control": CACHE_CONTROL})
     if path == PREFIX:
         return Answer(301, None, b"", {"Location": PREFIX + "/", "Cache-Control": CACHE_CONTROL})
     if path[len(PREFIX) + 1:] not in FILES:
