@@ -186,10 +186,18 @@ def test_http_adds_and_deletions_are_audited_per_user_and_paged(client: Client, 
     rest = client.request("GET", f"/users/alice/audit?cursor={first.body['next_cursor']}")
     assert [e["request_id"] for e in rest.body["events"]] == ["a2", "a3", "a4"]
     assert rest.body["next_cursor"] is None
+    newest = client.request("GET", "/users/alice/audit?limit=2&order=newest")
+    assert [e["request_id"] for e in newest.body["events"]] == ["a4", "a3"]
+    older = client.request("GET", f"/users/alice/audit?order=newest&cursor={newest.body['next_cursor']}")
+    assert [e["request_id"] for e in older.body["events"]] == ["a2", "a1", "a0"]
+    assert older.body["next_cursor"] is None
+    assert client.request("GET", "/users/alice/audit?order=oldest").body == client.request(
+        "GET", "/users/alice/audit").body  # the default: the order it was written in
     bob = client.request("GET", "/users/bob/audit").body["events"]
     assert [e["request_id"] for e in bob] == ["b0"]  # only bob's own, beside alice's five
     assert client.request("GET", "/users/nobody/audit").body["events"] == []
-    for query in ("limit=0", "limit=1001", "cursor=-1", "cursor=x", "limit=1&limit=2"):
+    for query in ("limit=0", "limit=1001", "cursor=-1", "cursor=x", "limit=1&limit=2",
+                  "order=latest", "order=newest&order=oldest"):
         refused = client.request("GET", f"/users/alice/audit?{query}")
         assert refused.status == 400 and refused.body["error"]["field"] in query, query
     assert client.request("DELETE", "/users/alice").status == 200

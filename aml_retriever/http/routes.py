@@ -18,6 +18,7 @@ from aml_retriever.memory.listing import Listing, absent
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import (
     parse_add,
+    parse_audit_order,
     parse_list,
     parse_message_id,
     parse_page,
@@ -103,7 +104,7 @@ def _delete_user_path(c: Call, _: dict[str, Any] | None, params: Params) -> Answ
 
 def _audit(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     after, limit = parse_page(c.query)
-    return c.service.audit(_user(params), after, limit)
+    return c.service.audit(_user(params), after, limit, parse_audit_order(c.query))
 
 
 def _users(c: Call, _: dict[str, Any] | None, __: Params) -> Answer:

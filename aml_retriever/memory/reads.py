@@ -205,15 +205,15 @@ class Reads(Part):
                                     params).fetchall()
         return [message_row(row) for row in rows]
 
-    def audit(self, user_id: str, after: int, limit: int) -> dict[str, Any]:
-        """A page of the user's audit log, oldest first (see audit.py); none for an unknown
-        user (a read creates no file)."""
+    def audit(self, user_id: str, after: int, limit: int, newest: bool = False) -> dict[str, Any]:
+        """A page of the user's audit log, oldest first or `newest` first (see audit.py); none
+        for an unknown user (a read creates no file)."""
         events: list[dict[str, Any]] = []
         next_cursor = None
         with self.store.connection(user_id, create=False) as conn:
             if conn is not None:
                 with self.store.read(conn):
-                    events, next_cursor = audit.page(conn, after, limit)
+                    events, next_cursor = audit.page(conn, after, limit, newest)
         return {"user_id": user_id, "events": events, "next_cursor": next_cursor}
 
 

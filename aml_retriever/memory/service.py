@@ -86,8 +86,8 @@ class MemoryService:
                before: tuple[int, int] | None = None) -> list[dict[str, Any]]:
         return self.reads.recent(user_id, limit, visible, before)
 
-    def audit(self, user_id: str, after: int, limit: int) -> dict[str, Any]:
-        return self.reads.audit(user_id, after, limit)
+    def audit(self, user_id: str, after: int, limit: int, newest: bool = False) -> dict[str, Any]:
+        return self.reads.audit(user_id, after, limit, newest)
 
     def document_counts(self, user_id: str, terms: Sequence[Term]) -> tuple[int, list[int]]:
         return self.reads.document_counts(user_id, terms)

@@ -277,6 +277,15 @@ def parse_page(query: str) -> tuple[int, int]:
     return values["cursor"], values["limit"]
 
 
+def parse_audit_order(query: str) -> bool:
+    """Whether an audit page is asked newest first (`order=newest`); the log reads in the order
+    it was written unless asked otherwise (`order=oldest`, the default)."""
+    given = query_fields(query).get("order", ["oldest"])
+    if len(given) != 1 or given[0] not in ORDERS:
+        raise InvalidField(f"order must be one of {', '.join(ORDERS)}", "order")
+    return given[0] == "newest"
+
+
 def whole_number(text: str, low: int, high: int, name: str) -> int:
     """A whole number from a URL, within [low, high], or a 400 naming it. Its digits are counted
     before it is converted: Python refuses more than 4,300 (a 500 before this check)."""

@@ -55,11 +55,17 @@ def record(conn: sqlite3.Connection, action: str, actor: str, message_ids: Seque
                   request_id, content_hash))
 
 
-def page(conn: sqlite3.Connection, after: int, limit: int) -> tuple[list[dict[str, Any]], int | None]:
-    """Events after sequence number `after`, oldest first, and the cursor of the next page (None
-    when this one reaches the end)."""
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
-                        (after, limit + 1)).fetchall()
+def page(conn: sqlite3.Connection, after: int, limit: int,
+         newest: bool = False) -> tuple[list[dict[str, Any]], int | None]:
+    """Events after sequence number `after`, oldest first (newest first with `newest`: those
+    before it, 0 meaning from the end), and the cursor of the next page (None when this one
+    reaches the end)."""
+    if newest:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM audit WHERE ? = 0 OR seq < ? "
+                            "ORDER BY seq DESC LIMIT ?", (after, after, limit + 1)).fetchall()
+    else:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
+                            (after, limit + 1)).fetchall()
     events = [_event(row) for row in rows[:limit]]
     return events, (events[-1]["seq"] if len(rows) > limit else None)
 
