@@ -304,3 +304,19 @@ def test_dockerignore_keeps_what_the_readme_makes_out_of_the_image():
             "pyproject.toml", "README.md"]
     assert [p for p in made if not _docker_ignores(p, patterns)] == []
     assert [p for p in kept if _docker_ignores(p, patterns)] == []
+
+
+def test_the_test_extra_lists_what_run_tests_installs():
+    """`pip install -e '.[test]'` installs the packages scripts/run_tests.sh installs with pip
+    (it listed 4 of the 8), so a virtual environment made either way runs every test."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    named = {re.split(r"[<>=\\[]", requirement)[0] for requirement in extra}
+    script = (ROOT / "scripts" / "run_tests.sh").read_text()
+    installed = set(re.findall(r"missing\+=\((\w+)\)", script)) | {
+        package for line in re.findall(r"pip_install ([\w .-]+?)(?: 2>| *$)", script, re.M)
+        for package in line.split() if package != '"${missing[@]}"'}
+    assert installed == {"pytest", "hypothesis", "jsonschema", "mcp", "prometheus_client",
+                         "selenium", "tiktoken", "bpe-openai"}
+    assert named == installed
