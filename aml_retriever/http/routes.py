@@ -17,6 +17,9 @@ from aml_retriever.memory.lifecycle import NotProposed, Statements
 from aml_retriever.memory.listing import Listing, absent
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import (
+    ADD_FIELDS,
+    DELETE_USER_FIELDS,
+    SEARCH_FIELDS,
     parse_add,
     parse_audit_order,
     parse_list,
@@ -59,6 +62,7 @@ class Route:
     method: str
     handler: Callable[[Call, dict[str, Any] | None, Params], Answer]
     body: bool = False  # reads a JSON body (a POST without one takes no body, and ignores any)
+    fields: frozenset[str] = frozenset()  # the keys of the body it reads (others are named back)
 
     @cached_property
     def parts(self) -> tuple[str, ...]:
@@ -171,9 +175,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/health", "GET", lambda c, b, p: c.service.health()),
     Route("/stats", "GET", lambda c, b, p: c.service.stats()),
     Route("/metrics", "GET", lambda c, b, p: Raw(c.metrics.exposition(), CONTENT_TYPE)),
-    Route("/add", "POST", _add, body=True),
-    Route("/search", "POST", _search, body=True),
-    Route("/delete_user", "POST", _delete_user_post, body=True),
+    Route("/add", "POST", _add, body=True, fields=ADD_FIELDS),
+    Route("/search", "POST", _search, body=True, fields=SEARCH_FIELDS),
+    Route("/delete_user", "POST", _delete_user_post, body=True, fields=DELETE_USER_FIELDS),
     Route("/users", "GET", _users),
     Route("/users/{user_id}", "DELETE", _delete_user_path),
     Route("/users/{user_id}/audit", "GET", _audit),

@@ -51,7 +51,7 @@ from aml_retriever.http.lingering import Lingerer
 from aml_retriever.http.metrics import Metrics
 from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Call, Raw, Route, resolve
 from aml_retriever.memory.service import MemoryService
-from aml_retriever.memory.validation import parse_json
+from aml_retriever.memory.validation import ignored_fields, parse_json
 from aml_retriever.settings import Config
 
 errors_log = logging.getLogger("aml_retriever.server")
@@ -64,6 +64,10 @@ DEFAULT_MAX_CONNECTIONS = 512
 EARLY_ERROR_LINGER_S = 5.0
 # The methods routes may accept; any other method token is logged as OTHER, never as sent.
 KNOWN_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"})
+
+# Named on a 2xx answer: the keys of the body its route does not read ("topk, filters"), which
+# change nothing of the answer (a misspelt field was silently ignored).
+IGNORED_FIELDS_HEADER = "X-Aml-Ignored-Fields"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -163,6 +167,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._body_read = False
         self.linger = False
         self.request_id = logs.request_id(self.headers.get_all(logs.REQUEST_ID_HEADER))
+        self._ignored = ""  # the keys of the body its route does not read, as its caller is told
         headers: dict[str, str] = {}
         self.server.metrics.enter()
         self._in_flight = True
@@ -176,6 +181,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, payload, headers = page.status, Raw(page.body, page.content_type), page.headers
             else:
                 status, payload = 200, self._route(method)
+                if self._ignored:
+                    headers = {IGNORED_FIELDS_HEADER: self._ignored}
         except AmlError as exc:
             status, payload, headers = exc.status, error_body(exc), error_headers(exc)
         except Exception as exc:  # the one place that turns surprises into a 500
@@ -201,6 +208,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             allowed = tuple(r.method for r in routes)
             raise MethodNotAllowed(f"{label} accepts {', '.join(allowed)}", allowed)
         body = self._read_json() if route.body else None
+        self._ignored = ignored_fields(body, route.fields) if body is not None else ""
         if method == "POST" and not route.body:
             self._discard_body()
         with self.server.turn(route):

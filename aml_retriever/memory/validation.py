@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
@@ -82,11 +83,19 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return data
 
 
+# The keys each body is read for: an Add's, each of its messages', a Search's, a deletion's.
+ADD_FIELDS = frozenset({"request_id", "user_id", "session_id", "messages"})
+MESSAGE_FIELDS = frozenset({"role", "content", "timestamp"})
+SEARCH_FIELDS = frozenset({"query", "user_id", "top_k", "options", "filter_session", "session_id",
+                           "max_words", "as_of", "since", "until", "include_history", "explain"})
+DELETE_USER_FIELDS = frozenset({"user_id"})
 # The keys this service reads. A repeated one is named in the error; any other key is the
 # caller's own text (it may be content), so the error names only the body.
-FIELD_NAMES = frozenset({"request_id", "user_id", "session_id", "messages", "role", "content",
-                         "timestamp", "query", "top_k", "options", "filter_session",
-                         "max_words", "as_of", "since", "until", "include_history", "explain"})
+FIELD_NAMES = ADD_FIELDS | MESSAGE_FIELDS | SEARCH_FIELDS
+# What an ignored key may be named as to its caller (`ignored_fields`): a plain name, short; any
+# other is counted, never echoed (it may be content, and it would go into a header).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MOST_IGNORED_NAMED = 10
 
 
 class _DuplicateKey(ValueError):
@@ -166,6 +175,21 @@ def _iso_to_ms(value: str, name: str) -> int:
         parsed = parsed.replace(tzinfo=dt.UTC)  # a time without a zone is taken as UTC
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (parsed - epoch) // dt.timedelta(milliseconds=1)
+
+
+def ignored_fields(data: dict[str, Any], fields: frozenset[str]) -> str:
+    """The keys of a body its route does not read (and, for an Add, of its messages), as its
+    caller is told them ("topk, filters"; "" for none): a body with a misspelt key is answered as
+    without it, and the caller learns why. At most MOST_IGNORED_NAMED named, each a plain name;
+    the rest counted."""
+    keys = sorted(set(data) - fields)
+    if fields is ADD_FIELDS and isinstance(data.get("messages"), list):
+        keys += sorted({f"messages[].{k}" for m in data["messages"] if isinstance(m, dict)
+                        for k in set(m) - MESSAGE_FIELDS})
+    named = [k for k in keys if _PLAIN_KEY.fullmatch(k.removeprefix("messages[]."))]
+    shown = named[:MOST_IGNORED_NAMED]
+    rest = len(keys) - len(shown)
+    return ", ".join(shown + ([f"{rest} more"] if rest else []))
 
 
 def parse_add(data: dict[str, Any], max_messages: int) -> AddRequest:
