@@ -14,7 +14,8 @@ The folders are the layers, lowest first; a layer imports only those below it:
 
 At the top, the entry points and the settings table: `cli` (every subcommand), `app` (assembles
 a store, the service and the HTTP server, and stops them), `processes` (`serve --processes N`),
-`settings` (every server setting, from defaults, a file, the environment and flags).
+`settings` (every server setting, from defaults, a file, the environment and flags), `progress`
+(the progress line of the command line's long work).
 """
 
 import sys

@@ -41,6 +41,7 @@ from aml_retriever.memory import exchange
 from aml_retriever.memory.lifecycle import Statements
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_user
+from aml_retriever.progress import Progress
 from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
 from aml_retriever.storage import audit
 from aml_retriever.storage.backup import backup
@@ -164,7 +165,7 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     for setting in SETTINGS:
         if setting.changes_index:  # the flags `serve` says a changed index needs
             _add_setting(reindex, setting)
-    reindex.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    reindex.add_argument("--quiet", action="store_true", help="no progress on a terminal")
 
     mcp = _command(commands, "mcp", "serve the memory tools to an agent over MCP on stdio",
                    "Serve remember, update, recall, forget, recent, history and handoff to an MCP "
@@ -250,6 +251,7 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     import_.add_argument("--max-line-bytes", type=_positive, default=exchange.MAX_LINE_BYTES,
                          metavar="N", help="refuse a line longer than this many bytes "
                          f"(default {exchange.MAX_LINE_BYTES}, 16 MiB)")
+    import_.add_argument("--quiet", action="store_true", help="no progress on a terminal")
 
     backup_ = _command(commands, "backup", "copy the whole store, consistently, while it serves",
                        "Copy the catalog and every user file into DIR (under the same names) through "
@@ -258,6 +260,7 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
                        "python3 -m aml_retriever backup --db ./aml.db --to ./backups/2026-08-05")
     backup_.add_argument("--db", required=True, help="the store (its catalog, e.g. ./aml.db)")
     backup_.add_argument("--to", required=True, metavar="DIR", help="where the copy goes")
+    backup_.add_argument("--quiet", action="store_true", help="no progress on a terminal")
 
     check = _command(commands, "check", "check this machine, and a store when --db is given",
                      "Check Python, SQLite and FTS5; with --db, also the store: the catalog and "
@@ -369,11 +372,12 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _reindex(args: argparse.Namespace) -> int:
     store, config = _store(args)
-    progress = None if args.quiet else (
-        lambda done, total: print(f"reindexed {done}/{total} users", file=sys.stderr))
     try:
         with store.exclusive():
-            done = MemoryService(store, retrieval=config.retrieval()).reindex(progress)
+            shown = Progress("reindex", "users", len(store.shard_paths()), args.quiet)
+            done = MemoryService(store, retrieval=config.retrieval()).reindex(
+                lambda done, _: shown.step(done))
+            shown.finish()
             _print({"success": True, "reindexed": done})
     finally:
         store.close()
@@ -537,16 +541,20 @@ def _import(args: argparse.Namespace) -> int:
     config = load({"db_path": args.db, **given}, args.config)
     path = Path(args.in_file)
     with path.open("rb") as checked:  # every line checked before any is stored
-        for _ in exchange.read_lines(exchange.bounded_lines(checked, args.max_line_bytes)):
-            pass
+        total = sum(1 for _ in exchange.read_lines(exchange.bounded_lines(checked,
+                                                                          args.max_line_bytes)))
     store = Store(config.db_path, retrieval=config.retrieval())
+    shown = Progress("import", "lines", total, args.quiet)
     try:
         importer = exchange.Importer(MemoryService(store, retrieval=config.retrieval()))
         with path.open("rb") as lines:
-            for line in exchange.read_lines(exchange.bounded_lines(lines, args.max_line_bytes)):
+            for done, line in enumerate(exchange.read_lines(
+                    exchange.bounded_lines(lines, args.max_line_bytes)), 1):
                 importer.add(line)
+                shown.step(done)
         store.checkpoint_dirty()
     finally:
+        shown.finish()
         store.close()
     _print({"success": True, **importer.counts})
     return 0
@@ -554,7 +562,12 @@ def _import(args: argparse.Namespace) -> int:
 
 def _backup(args: argparse.Namespace) -> int:
     _require_store(args.db)
-    _print(backup(Path(args.db).absolute(), Path(args.to)))
+    shown = Progress("backup", "user files", 0, args.quiet)
+    try:
+        result = backup(Path(args.db).absolute(), Path(args.to), shown)
+    finally:
+        shown.finish()
+    _print(result)
     return 0
 
 

@@ -24,10 +24,11 @@ ALLOWED: dict[str, set[str]] = {
     "cluster": {"http", "memory", "storage", "common", "settings"},
     "evaluation": {"memory", "agents", "engine", "storage", "analysis", "common"},
     "settings": {"common"},
+    "progress": set(),
     "app": {"http", "memory", "storage", "common", "settings"},
     "processes": {"app", "http", "storage", "settings"},
     "cli": {"app", "processes", "cluster", "http", "agents", "memory", "storage", "analysis",
-            "common", "settings", "evaluation"},
+            "common", "settings", "evaluation", "progress"},
     "__main__": {"cli"},
 }
 

@@ -13,13 +13,21 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aml_retriever.common.errors import InvalidField
 from aml_retriever.storage import resources
 
 
-def backup(catalog: Path, to: Path) -> dict[str, Any]:
+class Counted(Protocol):
+    """What follows a copy's progress (cli's progress line): the files to copy, each one done."""
+
+    total: int
+
+    def step(self, done: int) -> None: ...
+
+
+def backup(catalog: Path, to: Path, progress: Counted | None = None) -> dict[str, Any]:
     """Copy the store whose catalog is `catalog` into directory `to` (made if absent), under the
     same names. Refuses to write over a store already there."""
     target = to / catalog.name
@@ -31,7 +39,10 @@ def backup(catalog: Path, to: Path) -> dict[str, Any]:
     to.mkdir(parents=True, exist_ok=True)
     copied = _copy(catalog, target)
     files = 0
-    for path in sorted(users.glob("??/*.db")):
+    paths = sorted(users.glob("??/*.db"))
+    if progress is not None:
+        progress.total = len(paths)
+    for done, path in enumerate(paths, 1):
         destination = target_users / path.parent.name / path.name
         destination.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -39,6 +50,8 @@ def backup(catalog: Path, to: Path) -> dict[str, Any]:
         except FileNotFoundError:  # moved aside as damaged meanwhile
             continue
         files += 1
+        if progress is not None:
+            progress.step(done)
     return {"success": True, "to": str(target), "user_files": files, "bytes": copied}
 
 
