@@ -164,7 +164,7 @@ def test_the_page_uses_no_inline_script_style_or_markup_from_strings():
 def test_only_the_tables_files_can_be_read_and_they_are_documented():
     assert set(inspector.FILES) == {"", "index.html", "app.css", "app.js"}
     assert {p.name for p in UI.iterdir()} == {name for name, _ in inspector.FILES.values()}
-    spec = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    spec = json.loads((ROOT / "aml_retriever" / "http" / "openapi.json").read_text())
     file = next(p for p in spec["paths"]["/ui/{file}"]["get"]["parameters"] if p.get("name") == "file")
     files = file["schema"]["enum"]
     assert sorted(files) == sorted(name for name in inspector.FILES if name)
@@ -195,3 +195,15 @@ def test_the_page_ships_in_the_installed_package(tmp_path):
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})
     where, size = ran.stdout.split()
     assert where.startswith(str(target)) and int(size) == (UI / "index.html").stat().st_size
+
+
+def test_the_server_serves_its_own_openapi_document(http):
+    """An installed server describes itself (a pip user has no docs/): the document shipped in
+    the package, without the key, as JSON, cached by ETag; the control, a POST, is refused."""
+    response = http.request("GET", "/openapi.json")
+    assert response.status == 200 and response.headers["content-type"].startswith("application/json")
+    assert response.body["openapi"].startswith("3.1") and "/search" in response.body["paths"]
+    assert response.raw == (ROOT / "aml_retriever" / "http" / "openapi.json").read_bytes()
+    again = http.request("GET", "/openapi.json", headers={"If-None-Match": response.headers["etag"]})
+    assert again.status == 304
+    assert http.request("POST", "/openapi.json", body={}).status == 405

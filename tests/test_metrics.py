@@ -170,7 +170,7 @@ def test_the_in_flight_gauge_sees_a_slow_request_and_the_scrape_needs_no_turn(ma
 
 
 def test_the_openapi_document_gives_the_content_type_served():
-    spec = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    spec = json.loads((ROOT / "aml_retriever" / "http" / "openapi.json").read_text())
     assert list(spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == [CONTENT_TYPE]
 
 

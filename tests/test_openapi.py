@@ -1,5 +1,6 @@
-"""docs/openapi.json describes the server as it is: every route it serves is documented, and real
-responses of a running server, errors included, validate against the documented schemas."""
+"""aml_retriever/http/openapi.json (served at /openapi.json) describes the server as it is: every
+route it serves is documented, and real responses of a running server, errors included, validate
+against the documented schemas."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from aml_retriever.http.routes import ROUTES
 jsonschema = pytest.importorskip("jsonschema")
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = json.loads((ROOT / "docs" / "openapi.json").read_text())
+SPEC = json.loads((ROOT / "aml_retriever" / "http" / "openapi.json").read_text())
 
 
 def schema_of(path: str, method: str, status: int) -> dict:

@@ -74,7 +74,8 @@ def test_the_version_is_written_once_and_reported_everywhere():
     done = subprocess.run([sys.executable, "-m", "aml_retriever", "--version"], capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
     assert done.stdout.strip() == f"aml_retriever {__version__}"
-    assert json.loads((ROOT / "docs" / "openapi.json").read_text())["info"]["version"] == __version__
+    spec = json.loads((ROOT / "aml_retriever" / "http" / "openapi.json").read_text())
+    assert spec["info"]["version"] == __version__
     health = f'{{"status": "ok", "version": "{__version__}"}}'
     for doc in ("README.md", "README.zh.md", "docs/API_CONTRACT.md"):
         assert health in (ROOT / doc).read_text(), doc
@@ -129,6 +130,11 @@ def test_pip_install_gives_the_aml_retriever_command(tmp_path):
         "usage: python3 -m aml_retriever")
     where = call(str(python), "-c", "import aml_retriever.evaluation.metrics as m; print(m.__file__)")
     assert str(env_dir) in where.stdout, where.stderr
+    # The files a server serves without docs/: the inspector page and the OpenAPI document.
+    shipped = call(str(python), "-c", "from importlib import resources; h = resources.files("
+                   "'aml_retriever.http'); print(h.joinpath('openapi.json').is_file(), "
+                   "h.joinpath('ui', 'app.js').is_file())")
+    assert shipped.stdout.split() == ["True", "True"], shipped.stderr
 
 
 def test_help_names_the_program_as_it_was_started(capsys):

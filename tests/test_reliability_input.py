@@ -6,7 +6,7 @@ ever searched as words, and only the named user's rows come back.
 
 Property-based (hypothesis) in two layers: the validator and the query builder in-process, then
 the same inputs against a real server. Whatever the validator accepts, the published schema
-(docs/openapi.json) accepts too. AML_PROPERTY_SCALE=20 runs twenty times the examples."""
+(aml_retriever/http/openapi.json) accepts too. AML_PROPERTY_SCALE=20 runs twenty times the examples."""
 
 from __future__ import annotations
 
@@ -318,13 +318,14 @@ def test_date_extraction_work_grows_linearly_with_the_text():
     assert seconds(extract_dates, small * 4, None) < 8 * seconds(extract_dates, small, None)
 
 
-# ---- the validator against the published schema (docs/openapi.json) ----------------------
+# ---- the validator against the published schema (aml_retriever/http/openapi.json) ----------------------
 
 
 @pytest.fixture(scope="module")
 def published():
     jsonschema = pytest.importorskip("jsonschema")
-    spec = json.loads((Path(__file__).resolve().parent.parent / "docs" / "openapi.json").read_text())
+    root = Path(__file__).resolve().parent.parent
+    spec = json.loads((root / "aml_retriever" / "http" / "openapi.json").read_text())
 
     def validator(name: str):
         return jsonschema.Draft202012Validator({"$ref": f"#/components/schemas/{name}",

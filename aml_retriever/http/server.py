@@ -176,7 +176,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 refuse_foreign_host(self.headers)
             refuse_cross_site(method, self.headers)
             if inspector.serves(self.path):  # the page holds no data: no key, no turn at the service
-                self._label = inspector.LABEL
+                self._label = inspector.label(self.path)
                 page = inspector.answer(self.path, method, self.headers.get("If-None-Match"))
                 status, payload, headers = page.status, Raw(page.body, page.content_type), page.headers
             else:
