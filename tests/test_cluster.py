@@ -1249,3 +1249,16 @@ def test_move_prints_a_summary_every_bucket_with_verbose_and_only_errors_with_qu
         assert done.stderr == "nothing to move: every bucket is already on its shard\n"
     finally:
         stop_quietly(root)
+
+
+def test_an_installed_package_without_the_router_files_starts_nothing(tmp_path, monkeypatch):
+    """`pip install .` ships the package alone: `cluster start` refuses at once, naming what is
+    missing, instead of starting shards it cannot route to and leaving them running."""
+    from aml_retriever.cluster import control, haproxy
+
+    monkeypatch.setattr(haproxy, "TEMPLATE", tmp_path / "site-packages" / "deploy" / "haproxy.cfg")
+    monkeypatch.setattr(control, "version", lambda: (2, 6))
+    layout = control.Layout(tmp_path / "cluster")
+    with pytest.raises(ClusterError, match=r"the router.s files are not here .*haproxy\.cfg"):
+        control.start(layout, 2, free_port(), "127.0.0.1", None)
+    assert not (tmp_path / "cluster").exists()  # nothing made, nothing started

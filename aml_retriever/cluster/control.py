@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aml_retriever.cluster.haproxy import RouterPaths, Runtime, Shard, render, version
+from aml_retriever.cluster.haproxy import RouterPaths, Runtime, Shard, render, shipped, version
 from aml_retriever.cluster.mover import Cluster, Progress, move
 from aml_retriever.cluster.sharding import HOLD, changing_map, placement, read_map, write_map
 from aml_retriever.common.errors import AmlError, ClusterError
@@ -129,6 +129,7 @@ def start(layout: Layout, shards: int | None, port: int | None, host: str,
           config_file: str | None) -> dict[str, Any]:
     """Make the cluster run: create it, grow or shrink it, or restart what is not running."""
     version()
+    shipped()
     socket_bytes = len(os.fsencode(layout.router.socket))
     if socket_bytes > SOCKET_PATH_MAX:
         raise ClusterError(f"the cluster directory's path is too long: HAProxy's socket in it "

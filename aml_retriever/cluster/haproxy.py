@@ -23,6 +23,17 @@ from aml_retriever.settings import Config
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy"
 TEMPLATE = DEPLOY_DIR / "haproxy.cfg"
 LUA = DEPLOY_DIR / "aml_route.lua"
+def shipped() -> None:
+    """Refuse, before anything starts, a package installed without the checkout's deploy/
+    (`pip install .` ships the package alone): the router could not be configured, and the
+    shards started for it would be left running."""
+    missing = [str(path) for path in (TEMPLATE, LUA) if not path.is_file()]
+    if missing:
+        raise ClusterError(f"the router's files are not here ({', '.join(missing)}): the cluster "
+                           "runs from a checkout of the repository (./scripts/cluster.sh), not from "
+                           "an installed package", "dir")
+
+
 # HAProxy 2.6 is the first with everything the template uses (be2dec came in 2.5,
 # wait-for-body in 2.4) and is what Debian 12 and Ubuntu 24.04 package.
 MIN_VERSION = (2, 6)
