@@ -67,6 +67,22 @@ def test_a_store_indexed_with_other_settings_is_refused(tmp_path):
         Store(tmp_path / "aml.db")
 
 
+def test_a_refusal_names_the_index_setting_that_changed(tmp_path):
+    """It showed two hashes; it names the setting and both values (a store from before they were
+    kept says so), and the store's own settings open it (the control)."""
+    Store(tmp_path / "aml.db").close()
+    other = RetrievalConfig().with_values(segment_gap_minutes=60.0)
+    with pytest.raises(StoreError, match=r"segment_gap_minutes 30\.0 there, 60\.0 here"):
+        Store(tmp_path / "aml.db", retrieval=other)
+    Store(tmp_path / "aml.db").close()
+    conn = sqlite3.connect(tmp_path / "aml.db")
+    conn.execute("DELETE FROM meta WHERE key = 'index_settings'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="written before they were kept"):
+        Store(tmp_path / "aml.db", retrieval=other)
+
+
 def test_another_sqlite_database_is_refused_and_left_untouched(tmp_path):
     conn = sqlite3.connect(tmp_path / "app.db")
     conn.execute("CREATE TABLE invoices (id INTEGER)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import secrets
 import sqlite3
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 from aml_retriever.common.errors import StoreError
-from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
+from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.storage.schema import CATALOG, Schema
 
 
@@ -35,6 +36,9 @@ class Catalog:
     def __init__(self, path: Path, retrieval: RetrievalConfig, reindexing: bool) -> None:
         self.path = path
         self.index_identity = index_identity(retrieval.index_identity())
+        # The settings behind the identity, kept beside it so a refusal can name what changed.
+        self.index_settings = json.dumps({name: getattr(retrieval, name) for name in INDEX_SETTINGS},
+                                         sort_keys=True)
         self._former_identity = index_identity(retrieval.index_identity(FORMER_INDEX_SETTINGS))
         self._reindexing = reindexing
         self.schema = Schema(path, self.index_identity)
@@ -54,6 +58,7 @@ class Catalog:
             try:
                 self.schema.migrate(conn, CATALOG)
                 self._check_index_identity(conn)
+                self._record_settings(conn)
                 self.cursor_key = self._cursor_key(conn)
             finally:
                 conn.close()
@@ -65,7 +70,23 @@ class Catalog:
         target = conn or sqlite3.connect(self.path, isolation_level=None)
         target.execute("UPDATE meta SET value = ? WHERE key = 'index_identity'", (self.index_identity,))
         if conn is None:
+            self._record_settings(target)
             target.close()
+
+    def _record_settings(self, conn: sqlite3.Connection) -> None:
+        """Keep the index settings beside the catalog's identity when it is this store's (a new
+        catalog, one opened with its own settings, one just reindexed)."""
+        identity, kept = (conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                          for key in ("index_identity", "index_settings"))
+        if identity and identity[0] == self.index_identity and (kept is None
+                                                                 or kept[0] != self.index_settings):
+            # Written once (an open that finds them kept writes nothing), and never a reason to
+            # refuse a store: on a full or read-only disk they wait for a later open.
+            try:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('index_settings', ?)",
+                             (self.index_settings,))
+            except sqlite3.OperationalError:
+                pass
 
     @staticmethod
     def _cursor_key(conn: sqlite3.Connection) -> bytes:
@@ -91,9 +112,20 @@ class Catalog:
         if row and row[0] == self._former_identity:
             self.record_index_identity(conn)  # the same index, as recorded before schema 4
         elif row and row[0] != self.index_identity and not self._reindexing:
-            raise StoreError(f"{self.path} was indexed with other settings ({row[0]}; these "
-                             f"settings make {self.index_identity}); run `reindex` to rebuild it "
-                             "for these settings, or use the settings that wrote it", "db")
+            raise StoreError(f"{self.path} was indexed with other settings ({self._changed(conn)}); "
+                             "run `reindex` to rebuild it for these settings, or use the settings "
+                             "that wrote it", "db")
+
+    def _changed(self, conn: sqlite3.Connection) -> str:
+        """What differs between the store's index settings and these, by name and value; a
+        store from before they were kept says so."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_settings'").fetchone()
+        if row is None:
+            return "which ones it does not record: it was written before they were kept"
+        stored, these = json.loads(row[0]), json.loads(self.index_settings)
+        changed = [f"{name} {stored.get(name)} there, {these[name]} here" for name in sorted(these)
+                   if stored.get(name) != these[name]]
+        return "; ".join(changed) or "the same settings, but an index this version builds otherwise"
 
 
 class ServerLock:
