@@ -86,12 +86,16 @@ def test_a_session_filter_keeps_that_session_alone(client):
     assert len(everything) == 3  # control: the other session is there without the filter
 
 
-def _adding(client_port: int, user: str, stop: threading.Event, seed: int) -> threading.Thread:
-    """Adds to `user` until `stop`: most at the current end of time, some in the middle."""
+def _adding(client_port: int, user: str, stop: threading.Event, seed: int,
+            begin: threading.Event | None = None) -> threading.Thread:
+    """Adds to `user` until `stop`, once `begin` is set when given: most at the current end of
+    time, some in the middle."""
     def run() -> None:
         rng = random.Random(seed)
         adder = Client(client_port)
         n = 0
+        if begin is not None:
+            begin.wait(timeout=30)
         while not stop.is_set():
             start = BASE_MS + (10_000_000 + n * 1000 if rng.random() < 0.7 else rng.randrange(0, 200_000))
             assert adder.add(user, f"late-{n}", [f"late {n}"], session=f"s{n % 3}",
@@ -114,10 +118,14 @@ def _seed_messages(client: Client, user: str, count: int) -> None:
 def test_paging_visits_each_message_once_while_adds_arrive(app, client, order):
     _seed_messages(client, "alice", 200)
     before = {m["id"] for m in page_through(client, "/users/alice/messages", "messages", 1000)}
-    stop = threading.Event()
-    thread = _adding(app.port, "alice", stop, seed=7)
+    stop, first_page_read = threading.Event(), threading.Event()
+    # The Adds start once the first page is read: one stored before it would rightly be listed
+    # (the first page fixes where the paging starts), and the race made this test fail now and
+    # then (m201 seen newest first).
+    thread = _adding(app.port, "alice", stop, seed=7, begin=first_page_read)
     try:
         seen = [m["id"] for m in page_through(client, "/users/alice/messages", "messages", 7,
+                                              between=lambda n: first_page_read.set(),
                                               order=order)]
     finally:
         stop.set()
