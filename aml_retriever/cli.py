@@ -114,8 +114,10 @@ def _read_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _memory_roots(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project-root", required=True,
-                        help="the project whose local memory this is (DIR/.aml/memory.db)")
+    parser.add_argument("--project-root", default=".",
+                        help="the project whose local memory this is (DIR/.aml/memory.db; "
+                             "default: the directory the client starts the server in, which "
+                             "coding clients make the project's)")
     parser.add_argument("--global-root",
                         help="where the account's global memory lives (default: the platform's "
                              f"user data directory, here {default_global_root()})")

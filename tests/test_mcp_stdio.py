@@ -6,6 +6,7 @@ global memory is shared."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -24,12 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 class McpProcess:
     """`python3 -m aml_retriever mcp` as a subprocess, spoken to line by line."""
 
-    def __init__(self, project: Path, global_root: Path) -> None:
+    def __init__(self, project: Path, global_root: Path, from_cwd: bool = False) -> None:
+        """`from_cwd`: started in the project's directory without --project-root, as a coding
+        client starts it."""
         project.mkdir(parents=True, exist_ok=True)
+        root = [] if from_cwd else ["--project-root", str(project)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "aml_retriever", "mcp", "--project-root", str(project),
-             "--global-root", str(global_root)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+            [sys.executable, "-m", "aml_retriever", "mcp", *root, "--global-root", str(global_root)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=project if from_cwd else ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.stdout: list[bytes] = []
         self.stderr = b""
@@ -259,6 +263,28 @@ def test_remember_recall_forget_over_the_pipe(server):
     assert server.call("forget", text="The user's editor is Helix.")["isError"] is False
     assert server.call("recall", query="which editor")["structuredContent"]["results"] == []
     assert [r["id"] for r in server.call("recent")["structuredContent"]["results"]] == ["local:2"]
+
+
+def test_without_a_project_root_the_project_is_where_the_client_starts_it(tmp_path):
+    """A coding client starts the server in the project's directory: without --project-root the
+    local memory is that project's (`DIR/.aml/`); the control, a server given another root,
+    writes there and not here."""
+    project = tmp_path / "where-the-client-is"
+    process = McpProcess(project, tmp_path / "account", from_cwd=True)
+    try:
+        process.initialize()
+        assert process.call("remember", content="The build uses make.")["isError"] is False
+    finally:
+        assert process.close() == 0
+    assert (project / ".aml" / "memory.db").is_file()
+    other = McpProcess(tmp_path / "elsewhere", tmp_path / "account")
+    try:
+        other.initialize()
+        other.call("remember", content="Another project's fact.")
+    finally:
+        other.close()
+    assert (tmp_path / "elsewhere" / ".aml" / "memory.db").is_file()
+    assert not (ROOT / ".aml").exists()
 
 
 def test_forget_of_ambiguous_text_lists_the_ids_and_removes_nothing(server):
