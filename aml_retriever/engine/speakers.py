@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aml_retriever.analysis.features import SPEAKER_KEY, needle, unnamed_turn
-from aml_retriever.analysis.speakers import NO_SPEAKERS, Speakers
+from aml_retriever.analysis.speakers import NO_SPEAKERS
 from aml_retriever.engine.candidates import Term, TermIndex, best, idf, tf_part, token_counts
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.storage import speakers as stored
@@ -73,14 +73,9 @@ def named(conn: sqlite3.Connection, plan: QueryPlan) -> Named:
         written = {s for s in known if set(s.split()) <= plan.exact}
     # Only a capitalised word names a speaker by the name the conversation gives it: "my first
     # sprint" asks nothing of a "First, ..." the replies open with.
-    found = read_speakers(conn) if stored.any_named(conn, plan.names) else NO_SPEAKERS
+    found = stored.read(conn) if stored.any_named(conn, plan.names) else NO_SPEAKERS
     roles = sorted((name, role) for name in plan.names if (role := found.role_of(name)))
     return Named(frozenset(written) | {name for name, _ in roles}, tuple(roles))
-
-
-def read_speakers(conn: sqlite3.Connection) -> Speakers:
-    """The names this user's conversation attaches to roles."""
-    return stored.read(conn)
 
 
 class SpeakerTerm:
