@@ -14,11 +14,21 @@ from conftest import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.analysis.features import MOST_TOLD
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.dates import date_mentions
+from aml_retriever.analysis.features import MARK_DATED, MOST_TOLD, told_of
+from aml_retriever.analysis.speakers import Evidence, Speakers
+from aml_retriever.analysis.tokens import pieces
 from aml_retriever.cli import main
+from aml_retriever.engine.window import GAP_PIECES
 from aml_retriever.evaluation.reader import date_visible, speaker_visible
-from aml_retriever.memory.reader_view import Said, added_tokens, render, written_out
+from aml_retriever.memory.reader_view import (
+    DAY_TIME_PIECES,
+    ReaderView,
+    Said,
+    added_pieces,
+    render,
+    written_out,
+)
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_add, parse_search
 
@@ -160,12 +170,43 @@ def test_the_setting_is_a_setting_like_every_other(capsys: pytest.CaptureFixture
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=80), st.sampled_from(["user", "assistant", "Ana Lee"]),
                           st.sampled_from(["", "Caroline", "Zoë O'Brien"]),
-                          st.integers(0, 4_000_000_000_000)), min_size=1, max_size=6))
-def test_what_the_view_adds_is_never_undercounted(messages: list[tuple[str, str, str, int]]) -> None:
-    """The answer window counts a rendered item as its messages' own estimates plus what the view
-    adds (`added_tokens`): never less than the estimate of the item as rendered, so the reader
-    never cuts the last item."""
+                          st.integers(0, 4_000_000_000_000)), min_size=1, max_size=6),
+       st.sets(st.integers(1, 5)))
+def test_what_the_view_adds_is_never_undercounted(messages: list[tuple[str, str, str, int]],
+                                                  gaps: set[int]) -> None:
+    """The answer window counts a rendered item as its messages' own pieces plus what the view
+    adds (`added_pieces`) and its gap lines: never less than the pieces of the item as
+    rendered, so the reader never cuts the last item."""
     shown = [said(text, role, speaker, "conversation" if speaker else "", at, i)
              for i, (text, role, speaker, at) in enumerate(messages)]
-    counted = sum(estimate_tokens(m.content) + 1 for m in shown) + added_tokens(shown)
-    assert estimate_tokens(render(shown)) <= counted
+    gaps = frozenset(g for g in gaps if g < len(shown))
+    counted = sum(pieces(m.content) + 1 for m in shown) + added_pieces(shown) + GAP_PIECES * len(gaps)
+    assert pieces(render(shown, gaps)) <= counted
+
+
+VIEW = ReaderView(Speakers({"caroline": "user"}, {"user": ("caroline",)},
+                           {"caroline": Evidence("caroline", "user", written="Caroline")}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=80) | st.sampled_from(
+           ["I went yesterday.", "12 apples two days ago", "Last week, and next Monday."]),
+                          st.sampled_from(["user", "assistant", "Ana Lee"]),
+                          st.integers(0, 4_000_000_000_000), st.booleans()), min_size=1, max_size=6),
+       st.sets(st.integers(1, 5)))
+def test_the_fill_counts_an_item_at_least_as_it_renders(messages: list[tuple[str, str, int, bool]],
+                                                        gaps: set[int]) -> None:
+    """What the fill counts for a message before it is rendered (`line_pieces`, a day line for
+    each day an item opens) is never less than what the view adds to it rendered: with the
+    dates it gives stored at Add, and for a row stored before they were (told NULL)."""
+    shown, counted = [], 0
+    messages = sorted(messages, key=lambda message: message[2])  # an item is in time order
+    for i, (text, role, at, stored_before) in enumerate(messages):
+        told = told_of(text, date_mentions(text, at))
+        told_json = None if stored_before else (json.dumps([list(t) for t in told]) if told else "")
+        marks = MARK_DATED if told else 0
+        shown.append(VIEW.said(i, text, at, role, "", marks, told_json))
+        counted += pieces(text) + 1 + VIEW.line_pieces(role, marks, told_json)
+    gaps = frozenset(g for g in gaps if g < len(shown))
+    counted += len({m.day for m in shown}) * (DAY_TIME_PIECES + 1) + GAP_PIECES * len(gaps)
+    assert pieces(render(shown, gaps)) <= counted

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import bound, estimate_tokens, pieces
 
 ROOT = Path(__file__).resolve().parents[1]
 tiktoken = pytest.importorskip("tiktoken", reason="the oracle needs the test-only package tiktoken "
@@ -105,3 +105,71 @@ def test_random_mixed_scripts_stay_above(o200k):
     for _ in range(300):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300)))
         assert estimate_tokens(text) >= count(o200k, text), text
+
+
+LANGUAGES = ROOT / "tests" / "data" / "languages"
+KINDS = sorted(path.stem for path in LANGUAGES.glob("*.txt"))
+
+
+def test_twelve_kinds_of_chat_are_held():
+    assert KINDS == ["arabic", "chinese", "code", "hindi", "korean", "lists", "numbers", "romaji",
+                     "russian", "swahili", "turkish", "vietnamese"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_language_is_undercounted_message_by_message_nor_as_a_whole_answer(o200k, kind):
+    """Each message's estimate, and a whole answer of them counted as the window counts it (the
+    messages' pieces and separators, the margin once): never below o200k_base's count. Not even
+    an answer made of the kind's worst message over and over."""
+    messages = paragraphs(LANGUAGES / f"{kind}.txt")
+    assert len(messages) > 30
+    assert [m[:40] for m in messages if estimate_tokens(m) < count(o200k, m)] == []
+    answer = "\n".join(messages)
+    assert bound(sum(pieces(m) + 1 for m in messages)) >= count(o200k, answer)
+    worst = min(messages, key=lambda m: pieces(m) / count(o200k, m))
+    assert bound((pieces(worst) + 1) * 200) >= count(o200k, "\n".join([worst] * 200))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=200), min_size=1, max_size=40))
+def test_a_whole_answer_of_any_texts_is_never_undercounted(o200k, texts):
+    assert bound(sum(pieces(t) + 1 for t in texts)) >= count(o200k, "\n".join(texts))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(sorted({w for kind in KINDS for m in paragraphs(LANGUAGES / f"{kind}.txt")
+                                        for w in m.split()})), min_size=1, max_size=300))
+def test_words_of_every_language_mixed_are_never_undercounted(o200k, words):
+    text = " ".join(words)
+    assert estimate_tokens(text) >= count(o200k, text)
+    lines = "\n".join(words)
+    assert bound(sum(pieces(w) + 1 for w in words)) >= count(o200k, lines)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_windowed_answer_is_never_over_the_window_by_the_readers_count(o200k, kind, tmp_path):
+    """Served as the leaderboard serves (the window and the reader's view on), every answer in
+    every kind of chat fits the reader's window by o200k_base's own count: the items' texts,
+    what a reader spends on each item, the prompt around them."""
+    from aml_retriever.engine import window
+    from aml_retriever.memory.service import MemoryService
+    from aml_retriever.memory.validation import parse_add, parse_search
+
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="OFF")
+    svc.reader_view = True
+    messages = paragraphs(LANGUAGES / f"{kind}.txt")
+    for s in range(0, len(messages), 6):
+        svc.add(parse_add({"user_id": "u", "request_id": f"r{s}", "session_id": f"s{s // 12}",
+                           "messages": [{"role": "user" if i % 2 else "assistant", "content": m,
+                                         "timestamp": 1_700_000_000_000 + (s + i) * 60_000}
+                                        for i, m in enumerate(messages[s:s + 6])]}, 200))
+    try:
+        for tokens in (1_500, 12_000):
+            svc.answer_window_tokens = tokens
+            for query in (messages[3].split()[0], " ".join(messages[10].split()[:4])):
+                data = svc.search(parse_search({"user_id": "u", "query": query, "top_k": 100}))["data"]
+                assert data and (tokens < 12_000 or any(item["view"] == "context" for item in data))
+                read = sum(count(o200k, item["content"]) + window.ITEM_TOKENS for item in data)
+                assert read + count(o200k, query) + window.PROMPT_RESERVE <= tokens
+    finally:
+        svc.close()

@@ -12,7 +12,7 @@ from conftest import Client, start_app
 from old_schema import take_back
 from reliability_support import user_file
 
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import bound, pieces
 from aml_retriever.engine import window
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_add, parse_search
@@ -58,6 +58,23 @@ def stored(svc: MemoryService) -> dict[int, str]:
         return dict(conn.execute("SELECT id, content FROM messages"))
 
 
+def conversation_order(svc: MemoryService) -> list[int]:
+    with svc.store.connection("u", create=False) as conn:
+        return [m for (m,) in conn.execute("SELECT id FROM messages ORDER BY session_id, "
+                                           "timestamp_ms, id")]
+
+
+def as_joined(item: dict, texts: dict[int, str], order: list[int]) -> str:
+    """What an item's content must be: its messages whole, in order, a gap line between two
+    that are not next to each other in their session."""
+    ids, parts = members(item), []
+    for i, m in enumerate(ids):
+        if i and order.index(m) != order.index(ids[i - 1]) + 1:
+            parts.append(window.GAP_LINE)
+        parts.append(texts[m])
+    return "\n".join(parts)
+
+
 def test_the_front_is_the_ranking_as_it_was_and_the_rest_is_context(service):
     plain = search(service, "when is the ferry to Porto", tokens=0)["data"]
     filled = search(service, "when is the ferry to Porto", tokens=117_760)["data"]
@@ -68,15 +85,19 @@ def test_the_front_is_the_ranking_as_it_was_and_the_rest_is_context(service):
 
 
 def test_no_message_twice_none_cut_and_at_most_top_k_items(service):
-    texts = stored(service)
+    texts, order = stored(service), conversation_order(service)
     for top_k in (100, 20, 12):
         data = search(service, "the violin lessons in April", top_k, 117_760)["data"]
         assert len(data) <= top_k
         ids = [m for item in data for m in members(item)]
         assert len(ids) == len(set(ids))  # each message once across all items
         for item in data:  # whole messages, in the order listed, never rewritten
-            assert item["content"] == "\n".join(texts[m] for m in members(item))
+            assert item["content"] == as_joined(item, texts, order)
             assert {"view", "source_message_ids", "session_id", "created_at"} <= set(item)
+            assert len({texts[m] for m in members(item)}) == len(members(item))
+            if item["view"] == "context":  # one session, in conversation order
+                assert [order.index(m) for m in members(item)] == sorted(
+                    order.index(m) for m in members(item))
 
 
 def test_a_memory_that_fits_is_returned_whole(service):
@@ -91,11 +112,13 @@ def test_the_answer_stays_inside_the_window(service):
     for tokens in (600, 2_000, 5_000):
         for query in ("the garden shed roof", "the garden shed roof " + "and the long aside " * 60):
             data = search(service, query, 100, tokens)["data"]
-            assert data
             context = [item for item in data if item["view"] == "context"]
-            spent = sum(estimate_tokens(texts[m]) + 1 for item in data for m in members(item)) \
-                + window.ITEM_TOKENS * len(data) + window.prompt_tokens(query, ())
-            assert spent <= tokens or not context  # the ranked front alone may pass a tiny window
+            spent = sum(pieces(texts[m]) + 1 for item in data for m in members(item)) \
+                + sum(item["content"].count(window.GAP_LINE) for item in context) * window.GAP_PIECES \
+                + window.ITEM_TOKENS * len(data) + window.prompt_pieces(query, ())
+            # The ranked front too: what does not fit is passed; a question longer than the
+            # window leaves room for nothing.
+            assert bound(spent) <= tokens or (not data and bound(window.prompt_pieces(query, ())) > tokens)
             assert context or tokens < 2_000
 
 
@@ -103,12 +126,13 @@ def test_the_answer_stays_inside_the_window(service):
 def test_max_words_still_bounds_the_answer(service, max_words):
     """The two compose, the smaller wins: the answer holds at most max_words words (a run that
     does not fit whole is cut between messages, never inside one)."""
-    texts = stored(service)
+    texts, order = stored(service), conversation_order(service)
     data = search(service, "the ferry timetable", 100, 117_760, max_words=max_words)
     assert data["words"] <= max_words
-    assert data["words"] == sum(len(item["content"].split()) for item in data["data"])
+    assert data["words"] == sum(len(texts[m].split()) for item in data["data"]
+                                for m in members(item))
     for item in data["data"]:
-        assert item["content"] == "\n".join(texts[m] for m in members(item))
+        assert item["content"] == as_joined(item, texts, order)
     if max_words == 2_000:  # control: room is left after the ranked front, and context fills it
         assert any(item["view"] == "context" for item in data["data"])
         assert data["words"] > 1_500
@@ -140,7 +164,7 @@ def test_a_store_from_before_the_token_column_is_filled_by_estimates_until_reind
         svc.reindex()
         with svc.store.connection("u", create=False) as conn:
             rows = conn.execute("SELECT content, tokens FROM messages").fetchall()
-        assert all(tokens == estimate_tokens(content) for content, tokens in rows)
+        assert all(tokens == pieces(content) for content, tokens in rows)
     finally:
         svc.close()
 
@@ -203,3 +227,98 @@ def test_the_front_kept_is_read_no_further_than_it_keeps():
     assert window.kept([1] * 100, 100) == (window.KEEP_MAX, window.KEEP_MAX)
     assert window.kept([1] * 100, 7) == (7, 7)  # never more than top_k
     assert window.kept([], 100) == (0, 0)
+
+
+def test_context_is_one_item_a_session_with_its_chosen_turns_in_order(service):
+    """A session's messages the fill chose are one item, in conversation order, a gap line
+    where it leaves some out: the user's turns of a session come without the replies between."""
+    texts, order = stored(service), conversation_order(service)
+    data = search(service, "the violin lessons", 100, 4_000)["data"]
+    context = [item for item in data if item["view"] == "context"]
+    assert context  # populated
+    sessions = [item["session_id"] for item in context]
+    assert len(sessions) == len(set(sessions))  # one item a session
+    gapped = [item for item in context if window.GAP_LINE in item["content"]]
+    assert gapped  # some leave turns out: a small window takes the user's turns first
+    for item in gapped:
+        assert item["content"] == as_joined(item, texts, order)
+
+
+def test_a_text_stored_in_many_sessions_is_returned_once(tmp_path):
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")
+    try:
+        for s in range(30):
+            svc.add(parse_add({"user_id": "u", "request_id": f"r{s}", "session_id": f"s{s}",
+                               "messages": [{"role": "user",
+                                             "content": "I keep my passport in the blue drawer.",
+                                             "timestamp": 1_700_000_000_000 + s * 86_400_000},
+                                            {"role": "assistant", "content": f"Noted, reply {s}.",
+                                             "timestamp": 1_700_000_000_000 + s * 86_400_000 + 1}]}, 200))
+        for tokens in (0, 117_760):
+            data = search(svc, "where is my passport", 100, tokens)["data"]
+            held = [item["content"].count("passport") for item in data]
+            assert sum(held) == 1  # once, with the window off and on
+        assert len(search(svc, "where is my passport", 100, 117_760)["data"]) > 1  # populated
+    finally:
+        svc.close()
+
+
+def test_each_context_message_says_why_it_was_chosen(service):
+    data = search(service, "Porto wedding detail number 40", 100, 6_000, explain=True)["data"]
+    context = [item for item in data if item["view"] == "context"]
+    assert context
+    for item in context:
+        chosen = item["explain"]["context"]
+        assert [c["message_id"] for c in chosen] == item["source_message_ids"]
+        assert {c["chosen"] for c in chosen} <= set(window.REASONS.values())
+    reasons = {c["chosen"] for item in context for c in item["explain"]["context"]}
+    assert "the speaker's turn, in a session the ranking hit" in reasons
+
+
+def test_a_query_without_a_word_answers_nothing_and_one_matching_nothing_the_memory(service):
+    assert search(service, "?! ... --", 100, 117_760)["data"] == []
+    assert search(service, "?! ... --", 100, 0)["data"] == []
+    # Words the memory does not hold: the memory, oldest first (it fits the window whole).
+    data = search(service, "xylophone zebra", 100, 117_760)["data"]
+    assert sorted(m for item in data for m in members(item)) == sorted(stored(service))
+
+
+def test_a_ranked_item_too_large_for_what_is_left_is_passed_and_the_next_may_fit(tmp_path):
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")
+    try:
+        svc.add(parse_add({"user_id": "u", "request_id": "r", "session_id": "s", "messages": [
+            {"role": "user", "content": "ferry " + "timetable harbour " * 3_000,
+             "timestamp": 1_700_000_000_000},
+            {"role": "assistant", "content": "The ferry leaves the harbour at nine.",
+             "timestamp": 1_700_000_900_000}]}, 200))
+        data = search(svc, "ferry harbour", 100, 2_000)["data"]
+        assert [item["content"] for item in data] == ["The ferry leaves the harbour at nine."]
+        assert len(search(svc, "ferry harbour", 100, 0)["data"]) == 2  # control: both rank
+    finally:
+        svc.close()
+
+
+def test_the_fill_reads_what_it_walks_not_the_memory(tmp_path, monkeypatch):
+    """A small window over a large session reads a few pages of outlines around the hits, not
+    every message: its reads follow the window, not the memory."""
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="OFF")
+    try:
+        for start in range(0, 3_000, 200):
+            svc.add(parse_add({"user_id": "u", "request_id": f"r{start}", "session_id": "s", "messages": [
+                {"role": "user" if i % 2 == 0 else "assistant",
+                 "content": f"Turn {i} about {TOPICS[i % 6]} and number {i * 7}.",
+                 "timestamp": 1_700_000_000_000 + i * 1000} for i in range(start, start + 200)]}, 200))
+        reads = []
+        made = window.Outline.__init__
+
+        def counted(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            reads.append(self)
+        monkeypatch.setattr(window.Outline, "__init__", counted)
+        for tokens, most in ((3_000, 1_500), (117_760, 6_000)):
+            data = search(svc, "the garden shed roof number 2107", 100, tokens)["data"]
+            assert any(item["view"] == "context" for item in data)
+            assert reads[-1].rows_read <= most
+        assert reads[0].rows_read < reads[1].rows_read  # a larger window reads more
+    finally:
+        svc.close()

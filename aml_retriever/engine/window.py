@@ -4,39 +4,44 @@ hold what the ranking missed, up to the reader's window.
 A reader that answers from the first N tokens of a Search's results (the leaderboard's reads
 117,760 of a top_k 100 answer) answers best with the strongest evidence first and as much of the
 conversation as fits after it. So a Search with `answer_window_tokens` keeps the front of its
-ranking as it is and then adds *context items*: runs of the user's messages not yet returned,
-each a whole message or consecutive whole messages of one session, every message at most once in
-the whole answer, until the window is full or the answer holds `top_k` items.
+ranking as it is and then adds *context items*: one item a session, holding the messages of that
+session the fill chose, whole and in conversation order (where it leaves messages out between
+two it holds, a line GAP_LINE says so), every message at most once in the whole answer, until
+the window is full or the answer holds `top_k` items. Items follow one another in the order
+their first message was chosen.
 
-The order context is chosen in (measured on the development sets, top_k 100, window 117,760
-tokens; evidence inside the window, LoCoMo / BEAM 100K / BEAM 500K / MemDaily x10):
-  1. the 20 best hits, hit by hit in rank order: the hit's own messages (a ranked item past
-     those kept is context too), then the messages 1, 2 and 3 away in its session: an answer
-     often sits next to the turn that names the question's words;
-  2. every other ranked hit's own messages, so no evidence the ranking returns today is lost;
-  3. the user's own turns in the sessions the ranking touched (sessions weighed by the sum of
-     1/sqrt(rank) of their hits): most questions ask what the user said (BEAM: 78% of evidence);
-     for a question that names a speaker the conversation knows by their role, that role's;
-  4. every hit's messages and those 1 and 2 away;
-  5. the rest of those sessions, nearest a hit first;
+The order messages are chosen in (measured on the development sets, top_k 100, window 117,760
+tokens, the reader's view on; evidence inside the window, BEAM 500K):
+  1. every ranked hit's own messages (those of ranked items past the kept front), best first;
+  2. the user's own turns in the sessions the ranking touched (sessions weighed by the sum of
+     1/sqrt(rank) of their hits), nearest a hit first: most questions ask what the user said
+     (BEAM: 78% of evidence); for a question that names a speaker the conversation knows by
+     their role, that role's;
+  3. those turns in every other session, oldest first;
+  4. the 20 best hits' neighbours out to 3 messages away, then every hit's out to 2;
+  5. the rest of the sessions hit, nearest a hit first;
   6. everything else, oldest session first.
-Whole sessions in ranking order alone reached 1.000 / .966 / .721 / 1.000: on users of long
-sessions they spend the window on little. Each hit with its neighbours 1 away, then the users'
-turns, then 2 away: 1.000 / .982 / .768 / 1.000. The order above: 1.000 / .995 / .811 / 1.000
-(the ranked part alone: .924 / .926 / .747 / .998).
+With runs of consecutive messages as items (100 items: too few for single turns, and a run that
+holds several user turns carries the long replies between them) and the neighbours first: .795.
+One item a session: .827; with the hits' own messages and the users' turns first: .873; the
+turns of every session next: .876; each message's reader's view counted as rendered rather than
+at its most, and the estimate's margin taken once for the answer rather than per message: see
+docs/EVAL.md.
 
-It reads one row per visible message without its text (id, session, time, role, token count
-stored at Add time), then the texts of the messages it returns.
+What it reads is bounded by the window, not by the memory: the messages' outlines (`Outline`:
+no text) are read through the conversation index a page at a time, from the hits outward and
+from a session's start, as the order walks to them, and never more than READ_LIMIT of them;
+then the texts of the messages it returns.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import pieces
 from aml_retriever.storage.timeline import ReadFilter
 
 # Ranked items kept before the context: until they hold KEEP_WORDS words and KEEP_MIN items, at
@@ -51,81 +56,177 @@ KEEP_MAX = 50
 ITEM_TOKENS = 16
 # What the reader's prompt holds besides the items: its instructions and answer template (the
 # leaderboard's are 73 to 374 tokens; this leaves room for one a little longer), then the
-# question and its options, counted as the items are (`prompt_tokens`).
+# question and its options, counted as the items are (`prompt_pieces`).
 PROMPT_RESERVE = 400
-# What the reader's view (memory/reader_view.py) adds to a message at most but for the dates it
-# writes out: a day and time, a name and a role ("[Mon 8 May 2023, 13:56 UTC] Caroline (user): ",
-# 19 tokens by the estimate; a name of three words and a long role, 30). The fill counts it for
-# each message; the items as rendered are then counted again, exactly (`within`).
-VIEW_LINE_TOKENS = 30
+# The line an item holds where it leaves out messages of its session, and what it costs with
+# the newline before it.
+GAP_LINE = "…"
+GAP_PIECES = pieces(GAP_LINE) + 1
 # The turns of the question's speakers, when it names none: the user's own (BEAM: 78% of the
 # evidence is the user's turns).
 USERS = frozenset({"user"})
 # Messages tried in a row that did not fit what is left of the window before the fill stops:
 # the rest of a long memory is then all too large.
 GIVE_UP_AFTER = 400
+# The most message outlines one fill reads: a window of 117,760 tokens holds at most ~40,000
+# messages of a few words (4 pieces with its separator, 3 with neither), and a fill walks past
+# about as many as it takes (another role's turns, messages already returned). On the
+# development sets a fill reads at most 1,400 (every message of a BEAM 500K user); here the
+# cost of one is ~2 us, so a fill's reads cost at most ~0.1 s whatever the memory holds.
+READ_LIMIT = 50_000
+# Outlines read at a time from the conversation index: PAGE_FIRST where a walk first needs the
+# next message, twice as many each time it goes on, up to PAGE (a query costs ~15 us beside ~1 us
+# a row; the order walks out from up to 100 hits at once, most of them only a few steps).
+PAGE_FIRST = 4
+PAGE = 256
 # A step of the order: (kind, how many of the best hits it starts from, how far around each).
 Phase = tuple[str, int, int]
-ORDER: tuple[Phase, ...] = (("near", 20, 3), ("near", 100, 0), ("users", 100, 0),
-                            ("near", 100, 2), ("sessions", 100, 0), ("time", 0, 0))
+ORDER: tuple[Phase, ...] = (("near", 100, 0), ("users", 100, 0), ("all users", 0, 0),
+                            ("near", 20, 3), ("near", 100, 2), ("sessions", 100, 0),
+                            ("time", 0, 0))
 
 
-def prompt_tokens(query: str, options: Sequence[str]) -> int:
+def prompt_pieces(query: str, options: Sequence[str]) -> int:
     """What the reader's prompt spends besides the items: PROMPT_RESERVE, the question and its
-    options."""
-    return PROMPT_RESERVE + estimate_tokens(query) + sum(estimate_tokens(o) for o in options)
+    options (analysis/tokens.pieces)."""
+    return PROMPT_RESERVE + pieces(query) + sum(pieces(o) for o in options)
 
 
-def within(items: list[tuple[dict[str, Any], Any]], tokens: list[int],
-           budget: int) -> list[tuple[dict[str, Any], Any]]:
-    """The context items, in order, that `budget` tokens hold, each item its `tokens` and
-    ITEM_TOKENS: the fill counted a message in the reader's view at most what the view adds but
-    for its dates, which only the rendered message tells."""
-    kept_items = []
-    for item, count in zip(items, tokens, strict=True):
-        budget -= count + ITEM_TOKENS
-        if budget < 0:
-            break
-        kept_items.append(item)
-    return kept_items
-
-
-class Message(NamedTuple):
+class Line(NamedTuple):
     """A visible message as the fill reads it: no text. A tuple: the fill makes one for every
-    visible message (1,000 to 1,400 a Search on BEAM 500K dev users), and a frozen dataclass
-    took four times as long to make."""
+    message it walks past, and a frozen dataclass took four times as long to make."""
 
     id: int
     session_id: str
     timestamp_ms: int
     role: str
-    tokens: int
+    tokens: int  # analysis/tokens.pieces of its text, stored at Add
+    marks: int
+    told: str | None
 
 
-@dataclass(frozen=True)
-class Memory:
-    """The user's visible messages: sessions in time order, each in conversation order."""
+# What the fill reads of a message; `tokens` NULL in a file upgraded from before the stored
+# estimate (migration 6) until `reindex`: estimated from the text then.
+_COLUMNS = ("id, session_id, timestamp_ms, role, tokens, marks, told, "
+            "CASE WHEN tokens IS NULL THEN content END")
+_UNREAD = -1  # a neighbour not read yet (None: there is none, the session ends)
 
-    messages: dict[int, Message]
-    sessions: tuple[tuple[int, ...], ...]
 
-    @classmethod
-    def read(cls, conn: sqlite3.Connection, read: ReadFilter, session_id: str | None) -> Memory:
-        where, params = read.clause()
-        if session_id is not None:
-            where, params = f"{where} AND session_id = ?", [*params, session_id]
-        messages: dict[int, Message] = {}
-        by_session: dict[str, list[int]] = {}
-        for mid, session, ts, role, tokens, content in conn.execute(
-                "SELECT id, session_id, timestamp_ms, role, tokens, CASE WHEN tokens IS NULL "
-                f"THEN content END FROM messages WHERE {where} "
-                "ORDER BY session_id, timestamp_ms, id", params):
-            # A file upgraded from before the stored estimate (migration 6) until `reindex`.
-            count = tokens if tokens is not None else estimate_tokens(content)
-            messages[mid] = Message(mid, session, ts, role, count)
-            by_session.setdefault(session, []).append(mid)
-        order = sorted(by_session.values(), key=lambda ids: (messages[ids[0]].timestamp_ms, ids[0]))
-        return cls(messages, tuple(tuple(ids) for ids in order))
+class Outline:
+    """The user's visible messages as the fill walks them: each message's outline and its
+    neighbours in its session, read from the conversation index a page at a time when a walk
+    reaches what is not read yet, at most READ_LIMIT in all."""
+
+    def __init__(self, conn: sqlite3.Connection, read: ReadFilter, session_id: str | None,
+                 limit: int = READ_LIMIT) -> None:
+        self.conn, self.session_id, self.limit = conn, session_id, limit
+        self.where, self.params = read.clause()
+        self.lines: dict[int, Line] = {}
+        self.links: dict[tuple[int, int], int | None] = {}  # (message, -1 or 1) -> neighbour
+        self.sizes: dict[tuple[int, int], int] = {}  # where a page ended -> the next page's size
+        self.rows_read = 0
+
+    def load(self, ids: Sequence[int]) -> None:
+        """Read the outlines of these messages (the ranked hits'), those visible."""
+        missing = [m for m in dict.fromkeys(ids) if m not in self.lines]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            self._lines(f"SELECT {_COLUMNS} FROM messages WHERE id IN "
+                        f"({','.join('?' * len(chunk))}) AND {self.where}",
+                        [*chunk, *self.params])
+
+    def step(self, m: int, direction: int) -> int | None:
+        """The message after `m` in its session (`direction` 1) or before it (-1); None at the
+        session's end, or once the fill has read READ_LIMIT outlines."""
+        found = self.links.get((m, direction), _UNREAD)
+        if found == _UNREAD:
+            line = self.lines[m]
+            later = direction > 0
+            self._page(line.session_id, (line.timestamp_ms, line.id), later, m)
+            found = self.links.get((m, direction))
+        return found
+
+    def first(self, session_id: str) -> int | None:
+        """The first visible message of a session."""
+        read = self._page(session_id, None, True, None)
+        return read[0] if read else None
+
+    def sessions(self) -> Iterator[str]:
+        """The user's sessions (one, for a Search of one session), oldest first, by index."""
+        if self.session_id is not None:
+            yield self.session_id
+            return
+        after = (-(2 ** 63), "")
+        while True:
+            rows = self.conn.execute(
+                "SELECT first_ms, session_id FROM sessions INDEXED BY sessions_by_time "
+                "WHERE (first_ms, session_id) > (?, ?) ORDER BY first_ms, session_id LIMIT 64",
+                after).fetchall()
+            yield from (session for _, session in rows)
+            if len(rows) < 64:
+                return
+            after = rows[-1]
+
+    def _page(self, session_id: str, start: tuple[int, int] | None, later: bool,
+              origin: int | None) -> list[int]:
+        """Read the next page of a session's messages after (or before) `start` (from its start
+        when None), and link them in order to `origin`, the message the walk stands on."""
+        if self.rows_read >= self.limit:
+            return []
+        direction = 1 if later else -1
+        size = self.sizes.pop((origin, direction), PAGE_FIRST) if origin is not None else PAGE_FIRST
+        where, params = f"session_id = ? AND {self.where}", [session_id, *self.params]
+        if start is not None:
+            where += " AND (timestamp_ms, id) > (?, ?)" if later else " AND (timestamp_ms, id) < (?, ?)"
+            params += list(start)
+        order = "timestamp_ms, id" if later else "timestamp_ms DESC, id DESC"
+        read = self._lines(f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session "
+                           f"WHERE {where} ORDER BY {order} LIMIT {size}", params)
+        chain = ([origin] if origin is not None else []) + read
+        for a, b in itertools.pairwise(chain):
+            self.links[(a, direction)] = b
+            self.links[(b, -direction)] = a
+        if len(read) < size and chain:
+            self.links[(chain[-1], direction)] = None  # the session ends there
+        elif read:
+            self.sizes[(read[-1], direction)] = min(PAGE, size * 2)
+        if start is None and read:
+            self.links[(read[0], -1)] = None
+        return read
+
+    def _lines(self, sql: str, params: list[object]) -> list[int]:
+        read = []
+        for mid, session, ts, role, tokens, marks, told, content in self.conn.execute(sql, params):
+            count = tokens if tokens is not None else pieces(content)
+            self.lines[mid] = Line(mid, session, ts, role, count, marks, told)
+            read.append(mid)
+        self.rows_read += len(read)
+        return read
+
+
+class Block(NamedTuple):
+    """A context item: messages of one session, in conversation order; `gaps`: the indexes of
+    the messages a GAP_LINE goes before (the session's messages between are left out);
+    `reasons`: why each message was chosen (REASONS)."""
+
+    ids: list[int]
+    gaps: frozenset[int]
+    reasons: list[str]
+
+
+# Why a message was chosen, by the step of ORDER that chose it (`explain` says it).
+REASONS = {("near", False): "a ranked hit", ("near", True): "beside a ranked hit",
+           ("users", False): "the speaker's turn, in a session the ranking hit",
+           ("all users", False): "the speaker's turn", ("sessions", False): "in a session the "
+           "ranking hit", ("time", False): "the rest of the memory"}
+
+
+class Costs(NamedTuple):
+    """What the fill counts besides a message's own pieces and its separator: what the reader's
+    view adds to its line (`line`), and to an item each day it opens (`day`)."""
+
+    line: Callable[[Line], int] = lambda line: 0
+    day: int = 0
 
 
 def kept(word_counts: Iterable[int], top_k: int) -> tuple[int, int]:
@@ -143,119 +244,173 @@ def kept(word_counts: Iterable[int], top_k: int) -> tuple[int, int]:
     return n, words
 
 
-def context(memory: Memory, hits: Sequence[Sequence[int]], returned: set[int], budget: int,
-            slots: int, users: frozenset[str] = USERS, per_message: int = 0) -> list[list[int]]:
-    """Runs of messages not in `returned` (ids in conversation order), in the order their first
-    message was chosen, within `budget` tokens (each run's messages, each with `per_message`
-    more, plus ITEM_TOKENS) and `slots` runs. `hits`: the ranked items' messages, best first;
-    `users`: the roles whose turns the "users" phase takes (the question's speakers'). A run may
-    step over messages the ranked part holds: its ids are exactly the messages it carries."""
-    where = {m: (s, p) for s, ids in enumerate(memory.sessions) for p, m in enumerate(ids)}
-    taken: dict[tuple[int, int], int] = {}  # position -> the order it was chosen in
-    runs = refused = 0
-    for s, p in _candidates(memory, hits, where, users):
-        if budget <= 0 or refused >= GIVE_UP_AFTER:
+class _Fill:
+    """The messages chosen so far, by session, and what they cost."""
+
+    def __init__(self, outline: Outline, returned: set[int], budget: int, slots: int,
+                 costs: Costs) -> None:
+        self.outline, self.returned, self.budget, self.slots = outline, returned, budget, slots
+        self.costs = costs
+        self.order: dict[int, str] = {}  # message -> why it was chosen, in the order chosen
+        self.blocks: dict[str, int] = {}  # session -> when its block opened
+        self.days: set[tuple[str, int]] = set()  # (session, day) a day line is counted for
+        self.refused = 0
+
+    def offer(self, m: int, reason: str) -> None:
+        """Choose `m` if it is not in the answer yet and fits what is left."""
+        if m in self.order or m in self.returned:
+            return
+        line = self.outline.lines[m]
+        opens = line.session_id not in self.blocks
+        if opens and len(self.blocks) >= self.slots:
+            return  # no item left to open: only the sessions open take more
+        day = (line.session_id, line.timestamp_ms // 86_400_000)
+        cost = line.tokens + 1 + self.costs.line(line) + (day not in self.days) * self.costs.day
+        if opens:
+            cost += ITEM_TOKENS
+        else:  # a message beside one chosen closes a gap, one beside none opens one
+            joins = sum(self.outline.links.get((m, d)) in self.order for d in (-1, 1))
+            cost += GAP_PIECES * (1 - joins)
+        if cost > self.budget:
+            self.refused += 1
+            return
+        self.refused = 0
+        self.budget -= cost
+        self.order[m] = reason
+        self.days.add(day)
+        if opens:
+            self.blocks[line.session_id] = len(self.blocks)
+
+    @property
+    def done(self) -> bool:
+        return self.budget <= 0 or self.refused >= GIVE_UP_AFTER
+
+    def result(self) -> list[Block]:
+        by_session: dict[str, list[int]] = {}
+        for m in self.order:
+            by_session.setdefault(self.outline.lines[m].session_id, []).append(m)
+        return [_block(self.outline, sorted(by_session[session],
+                                            key=lambda m: _place(self.outline, m)), self.order)
+                for session in sorted(by_session, key=self.blocks.__getitem__)]
+
+
+def _block(outline: Outline, ids: list[int], reasons: dict[int, str]) -> Block:
+    """The item of these messages of one session (in conversation order), with its gaps."""
+    gaps = frozenset(i for i in range(1, len(ids)) if outline.links.get((ids[i], -1)) != ids[i - 1])
+    return Block(ids, gaps, [reasons[m] for m in ids])
+
+
+def once(outline: Outline, blocks: list[Block], contents: dict[int, str],
+         seen: set[str]) -> list[Block]:
+    """The items without a message whose text the answer holds already (`seen`: the ranked
+    front's, then each item's in order): a text stored in several sessions is returned once,
+    where it is best placed. Its share of the window goes unused."""
+    kept = []
+    for block in blocks:
+        ids = []
+        for m in block.ids:
+            if contents[m] not in seen:
+                seen.add(contents[m])
+                ids.append(m)
+        if ids:
+            kept.append(_block(outline, ids, dict(zip(block.ids, block.reasons, strict=True))))
+    return kept
+
+
+def context(outline: Outline, hits: Sequence[Sequence[int]], returned: set[int], budget: int,
+            slots: int, users: frozenset[str] = USERS, costs: Costs | None = None) -> list[Block]:
+    """Context items of messages not in `returned`, within `budget` pieces (each message's, its
+    separator and what `costs` adds; ITEM_TOKENS an item; GAP_PIECES a gap) and `slots` items.
+    `hits`: the ranked items' messages, best first; `users`: the roles whose turns the "users"
+    phases take (the question's speakers'). Without a hit, the users' turns and then the rest,
+    oldest first: a question whose words the memory does not hold may still be answered by it
+    (LoCoMo dev: "What console does Nate own?", the memory says "Xbox"; in window .993 without)."""
+    outline.load([m for ids in hits for m in ids])
+    placed = [[m for m in ids if m in outline.lines] for ids in hits]
+    placed = [ids for ids in placed if ids]
+    fill = _Fill(outline, returned, budget, slots, costs or Costs())
+    for m, reason in _candidates(outline, placed, users):
+        if fill.done:
             break
-        m = memory.sessions[s][p]
-        if (s, p) in taken or m in returned:
-            continue
-        joins = _touches(memory, taken, returned, s, p, -1) + _touches(memory, taken, returned, s, p, 1)
-        opens = 1 - joins  # 1 opens a run, 0 extends one, -1 joins two
-        if opens == 1 and runs >= slots:
-            continue  # no item left to open: only extensions and joins from now on
-        cost = memory.messages[m].tokens + 1 + per_message + ITEM_TOKENS * opens  # + the separator
-        if cost > budget:
-            refused += 1
-            continue
-        refused = 0
-        taken[(s, p)] = len(taken)
-        runs += opens
-        budget -= cost
-    return _runs(memory, taken, returned)
+        fill.offer(m, reason)
+    return fill.result()
 
 
-def _touches(memory: Memory, taken: dict[tuple[int, int], int], returned: set[int], s: int,
-             p: int, step: int) -> int:
-    """Whether the message at (s, p) meets a chosen one `step` away, past returned ones."""
-    ids, q = memory.sessions[s], p + step
-    while 0 <= q < len(ids) and (s, q) not in taken and ids[q] in returned:
-        q += step
-    return int(0 <= q < len(ids) and (s, q) in taken)
-
-
-def _runs(memory: Memory, taken: dict[tuple[int, int], int],
-          returned: set[int]) -> list[list[int]]:
-    found: list[tuple[int, list[int]]] = []
-    for s, ids in enumerate(memory.sessions):
-        run: list[int] = []
-        first = 0
-        for p, m in enumerate(ids):
-            if (s, p) in taken:
-                first = min(first, taken[(s, p)]) if run else taken[(s, p)]
-                run.append(m)
-            elif run and m not in returned:
-                found.append((first, run))
-                run = []
-        if run:
-            found.append((first, run))
-    return [run for _, run in sorted(found, key=lambda entry: entry[0])]
-
-
-def _candidates(memory: Memory, hits: Sequence[Sequence[int]], where: dict[int, tuple[int, int]],
-                users: frozenset[str]) -> Iterator[tuple[int, int]]:
-    """Every position in the order ORDER tries them (a position may come more than once)."""
-    placed = [[where[m] for m in ids if m in where] for ids in hits]
-    placed = [ps for ps in placed if ps]
+def _candidates(outline: Outline, placed: Sequence[Sequence[int]],
+                users: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """Every message in the order ORDER tries them, with why (a message may come more than
+    once)."""
     for kind, best, radius in ORDER:
+        reason = REASONS[(kind, radius > 0)]
         if kind == "near":
-            yield from _near(memory, placed[:best], radius)
+            found: Iterator[int] = _near(outline, placed[:best], radius)
         elif kind == "users":
-            yield from ((s, p) for s, p in _sessions(memory, placed[:best])
-                        if memory.messages[memory.sessions[s][p]].role in users)
+            found = (m for m in _sessions(outline, placed[:best])
+                     if outline.lines[m].role in users)
         elif kind == "sessions":
-            yield from _sessions(memory, placed[:best])
-        else:
-            for s, ids in enumerate(memory.sessions):
-                yield from ((s, p) for p in range(len(ids)))
+            found = _sessions(outline, placed[:best])
+        else:  # every session, oldest first: "all users" their turns, "time" all
+            found = (m for session in outline.sessions()
+                     for m in _walk(outline, outline.first(session), 1)
+                     if kind == "time" or outline.lines[m].role in users)
+        yield from ((m, reason) for m in found)
 
 
-def _near(memory: Memory, placed: Sequence[Sequence[tuple[int, int]]],
-          radius: int) -> Iterator[tuple[int, int]]:
+def _place(outline: Outline, m: int) -> tuple[int, int]:
+    """Where a message stands in its session: conversation order is time, then arrival."""
+    return outline.lines[m].timestamp_ms, m
+
+
+def _walk(outline: Outline, m: int | None, direction: int) -> Iterator[int]:
+    """`m` and the messages after it (or before), to the session's end."""
+    while m is not None:
+        yield m
+        m = outline.step(m, direction)
+
+
+def _near(outline: Outline, placed: Sequence[Sequence[int]], radius: int) -> Iterator[int]:
     """Hit by hit in rank order: the hit's own messages (those of ranked items past the ones
     kept are context too), then its neighbours one message away, two, ... out to `radius`."""
-    for ps in placed:
-        s, n = ps[0][0], len(memory.sessions[ps[0][0]])
-        lo, hi = min(p for _, p in ps), max(p for _, p in ps)
-        yield from ((s, p) for p in range(lo, hi + 1))
-        for d in range(1, radius + 1):
-            if lo - d >= 0:
-                yield s, lo - d
-            if hi + d < n:
-                yield s, hi + d
+    for ids in placed:
+        yield from ids
+        ends: list[int | None] = [min(ids, key=lambda m: _place(outline, m)),
+                                  max(ids, key=lambda m: _place(outline, m))]
+        for _ in range(radius):
+            for side, direction in ((0, -1), (1, 1)):
+                if ends[side] is not None:
+                    ends[side] = outline.step(ends[side], direction)
+                    if ends[side] is not None:
+                        yield ends[side]
 
 
-def _sessions(memory: Memory,
-              placed: Sequence[Sequence[tuple[int, int]]]) -> Iterator[tuple[int, int]]:
+def _sessions(outline: Outline, placed: Sequence[Sequence[int]]) -> Iterator[int]:
     """The sessions holding hits, heaviest first (the sum of 1/sqrt(rank) of their hits); in
-    each, the messages nearest a hit first."""
-    weight: dict[int, float] = {}
-    centres: dict[int, list[int]] = {}
-    for rank, ps in enumerate(placed, 1):
-        s = ps[0][0]
-        weight[s] = weight.get(s, 0.0) + rank ** -0.5
-        centres.setdefault(s, []).extend(p for _, p in ps)
-    for s in sorted(weight, key=lambda session: (-weight[session], session)):
-        distance = _distances(len(memory.sessions[s]), centres[s])
-        yield from ((s, p) for p in sorted(range(len(distance)), key=lambda q: (distance[q], q)))
+    each, the messages nearest a hit first (ties: the earlier first)."""
+    weight: dict[str, float] = {}
+    centres: dict[str, list[int]] = {}
+    for rank, ids in enumerate(placed, 1):
+        session = outline.lines[ids[0]].session_id
+        weight[session] = weight.get(session, 0.0) + rank ** -0.5
+        centres.setdefault(session, []).extend(ids)
+    for session in sorted(weight, key=lambda s: (-weight[s], s)):
+        yield from _outward(outline, centres[session])
 
 
-def _distances(n: int, centres: Sequence[int]) -> list[int]:
-    """Each position's distance to the nearest centre (two sweeps)."""
-    distance = [n + 1] * n
-    for c in centres:
-        distance[c] = 0
-    for p in range(1, n):
-        distance[p] = min(distance[p], distance[p - 1] + 1)
-    for p in range(n - 2, -1, -1):
-        distance[p] = min(distance[p], distance[p + 1] + 1)
-    return distance
+def _outward(outline: Outline, centres: Sequence[int]) -> Iterator[int]:
+    """A session's messages by their distance to the nearest of `centres` (at one distance, in
+    the order of their centres), each once: a walker goes out each way from each centre, one
+    message a round, and stops where another has been. Read as it goes: a fill that is full
+    after a few rounds reads no further."""
+    key = lambda m: _place(outline, m)  # noqa: E731
+    seen = set(centres)
+    yield from sorted(seen, key=key)
+    walkers = [(m, d) for m in sorted(seen, key=key) for d in (-1, 1)]
+    while walkers:  # one round: each walker a step, in the order of their centres
+        moved = []
+        for m, direction in walkers:
+            n = outline.step(m, direction)
+            if n is not None and n not in seen:
+                seen.add(n)
+                moved.append((n, direction))
+                yield n
+        walkers = moved

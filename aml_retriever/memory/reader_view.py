@@ -38,16 +38,22 @@ from typing import Any
 from aml_retriever.analysis.dates import date_mentions, iso_utc
 from aml_retriever.analysis.features import GENERIC_ROLES, MARK_DATED, told_of, unnamed_turn
 from aml_retriever.analysis.speakers import Speakers
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import pieces
+from aml_retriever.engine.window import GAP_LINE
 from aml_retriever.storage import speakers as stored
 
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # not the locale's (strftime)
 _DAY_MS = 86_400_000
-# The most a day and time take ("[Wed 30 September 2023, 23:59 UTC] "), by the estimate.
-DAY_TIME_TOKENS = max(estimate_tokens(f"[{day} 30 {month} 2023, 23:59 UTC] ")
+# The most a day and time take ("[Wed 30 September 2023, 23:59 UTC] "), in pieces
+# (analysis/tokens.pieces); and a time of day as a run's line opens with it ("23:59 ").
+DAY_TIME_PIECES = max(pieces(f"[{day} 30 {month} 2023, 23:59 UTC] ")
                       for day in _WEEKDAYS for month in _MONTHS)
+TIME_PIECES = pieces("23:59 ")
+# What the dates a message gives add at most when the row does not say which they are (stored
+# before migration 9, until `reindex`): MOST_TOLD notes of a long phrase and a date each.
+UNKNOWN_NOTES_PIECES = 100
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,20 @@ class ReaderView:
         return [self.said(m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
                           rows[m].signal_keys, rows[m].marks, rows[m].told) for m in members]
 
+    def line_pieces(self, role: str, marks: int, told: str | None) -> int:
+        """At most what the view adds to the line of a message of `role` in a run, besides its
+        day (a run's day line, a single message's day and time: `DAY_TIME_PIECES` a day): its
+        time, who said it (the longest form: a name and the role) and the dates it gives."""
+        speaker, source = self._speaker_of(role)
+        notes = 0
+        if told:
+            notes = _pieces(_notes_of(tuple((phrase, _date(value, kind, phrase))
+                                            for phrase, kind, value in json.loads(told))))
+        elif told is None and marks & MARK_DATED:
+            notes = UNKNOWN_NOTES_PIECES
+        who = max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")))
+        return TIME_PIECES + who + 1 + notes  # 1: a text that opens with a digit, after a space
+
     def _speaker(self, role: str, signal_keys: str) -> tuple[str, str]:
         if not unnamed_turn(role, signal_keys):
             return "", "text"
@@ -129,12 +149,15 @@ def written_out(content: str, timestamp_ms: int) -> tuple[tuple[str, str], ...]:
                  for phrase, kind, value in told_of(content, date_mentions(content, timestamp_ms)))
 
 
-def render(messages: Sequence[Said]) -> str:
-    """An item's text in the reader's view: one message on its own, or a run of them."""
+def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset()) -> str:
+    """An item's text in the reader's view: one message on its own, or several of one session,
+    a GAP_LINE before each of `gaps` (the indexes of those after messages left out)."""
     if len(messages) == 1:
         return f"{_prefix(messages[0])}{messages[0].content}{_notes(messages[0])}"
     lines, day = [], ""
-    for message in messages:
+    for i, message in enumerate(messages):
+        if i in gaps:
+            lines.append(GAP_LINE)
         if message.day != day:
             day = message.day
             lines.append(f"[{day}]")
@@ -150,17 +173,22 @@ def _prefix(message: Said) -> str:
 
 def _notes(message: Said) -> str:
     """What goes after a message's text: the dates it gives, written out."""
-    notes = "; ".join(f"{phrase}: {date}" for phrase, date in message.dates)
+    return _notes_of(message.dates)
+
+
+def _notes_of(dates: Sequence[tuple[str, str]]) -> str:
+    notes = "; ".join(f"{phrase}: {date}" for phrase, date in dates)
     return f" [{notes}]" if notes else ""
 
 
-def added_tokens(messages: Sequence[Said]) -> int:
-    """The reader's tokens of what `render` adds to the messages' own texts, counted piece by
-    piece (never less than within the whole): a run's day lines, each message's day and time
-    (at most a single message's: DAY_TIME_TOKENS), who said it, the dates written out."""
-    headers = (len({m.day for m in messages}) * (DAY_TIME_TOKENS + 1)) if len(messages) > 1 else 0
-    return headers + sum(DAY_TIME_TOKENS + _tokens(_who(m)) + (_tokens(_notes(m)) if m.dates else 0)
-                         for m in messages)
+def added_pieces(messages: Sequence[Said]) -> int:
+    """The pieces (analysis/tokens.pieces) of what `render` adds to the messages' own texts,
+    counted piece by piece (never less than within the whole): a run's day lines, each message's
+    day and time (at most a single message's: DAY_TIME_PIECES), who said it, the dates written
+    out. Not its gap lines (window.GAP_PIECES each)."""
+    headers = (len({m.day for m in messages}) * (DAY_TIME_PIECES + 1)) if len(messages) > 1 else 0
+    return headers + sum(DAY_TIME_PIECES + _pieces(_who(m)) + 1  # 1: see line_pieces
+                         + (_pieces(_notes(m)) if m.dates else 0) for m in messages)
 
 
 def added(messages: Sequence[Said]) -> list[dict[str, Any]]:
@@ -215,9 +243,9 @@ def _day(days: int) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _tokens(text: str) -> int:
-    """The estimate of a piece the view adds (the same names and roles come again and again)."""
-    return estimate_tokens(text)
+def _pieces(text: str) -> int:
+    """The pieces of what the view adds (the same names and roles come again and again)."""
+    return pieces(text)
 
 
 def _one_line(text: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from aml_retriever.analysis.dates import iso_utc
 from aml_retriever.analysis.tokenizer import reading_words
+from aml_retriever.analysis.tokens import pieces, pieces_within
 from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import plan
@@ -49,7 +50,7 @@ class Reads(Part):
                 data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
-                if self.service.answer_window_tokens:
+                if self.service.answer_window_tokens and any(c.isalnum() for c in request.query):
                     data, words = self._fill(conn, request, retrieval, results, data, max_words,
                                              view, shown)
         found: dict[str, Any] = {"data": data}
@@ -62,61 +63,73 @@ class Reads(Part):
               view: ReaderView | None,
               shown: list[list[Said] | None]) -> tuple[list[dict[str, Any]], int]:
         """The ranked evidence's front, then context up to the answer window (window.py), less
-        what the reader's prompt holds besides (window.prompt_tokens); a `max_words` budget
-        bounds the whole answer too (the messages' own words). Returns the items and their
-        words."""
-        memory = window.Memory.read(conn, request.read, request.session_id)
-        keep, used = window.kept((sum(reading_words(retrieval.rows[m].content)
-                                      for m in r.candidate.members) for r in results),
-                                 request.top_k)
-        returned = {m for r in results[:keep] for m in r.candidate.members}
-        spent = sum(memory.messages[m].tokens + 1 for m in returned if m in memory.messages)
-        spent += sum(reader_view.added_tokens(said) for said in shown[:keep] if said)
-        budget = (self.service.answer_window_tokens - spent - window.ITEM_TOKENS * keep
-                  - window.prompt_tokens(request.query, request.options))
-        runs = window.context(memory, [r.candidate.members for r in results], returned, budget,
-                              request.top_k - keep, retrieval.named.role_set or window.USERS,
-                              window.VIEW_LINE_TOKENS if view else 0)
+        what the reader's prompt holds besides (window.prompt_pieces); a `max_words` budget
+        bounds the whole answer too (the messages' own words). The window is counted in pieces
+        (analysis/tokens.pieces) with the estimate's margin taken once, for the whole answer.
+        Returns the items and their words."""
+        outline = window.Outline(conn, request.read, request.session_id)
+        outline.load([m for r in results for m in r.candidate.members])
+        keep, _ = window.kept((sum(reading_words(retrieval.rows[m].content)
+                                   for m in r.candidate.members) for r in results), request.top_k)
+        budget = (pieces_within(self.service.answer_window_tokens)
+                  - window.prompt_pieces(request.query, request.options))
+        front: list[int] = []  # the kept items that fit: one too large for what is left is passed
+        for i in range(keep):
+            members = results[i].candidate.members
+            cost = (sum(_pieces_of(outline, retrieval.rows, m) + 1 for m in members)
+                    + window.ITEM_TOKENS + (reader_view.added_pieces(shown[i]) if shown[i] else 0))
+            if cost <= budget:
+                budget -= cost
+                front.append(i)
+        returned = {m for i in front for m in results[i].candidate.members}
+        used = sum(reading_words(retrieval.rows[m].content) for m in returned)
+        costs = window.Costs()
+        if view is not None:
+            costs = window.Costs(lambda line: view.line_pieces(line.role, line.marks, line.told),
+                                 reader_view.DAY_TIME_PIECES + 1)
+        blocks = window.context(outline, [r.candidate.members for r in results], returned,
+                                budget, request.top_k - len(front),
+                                retrieval.named.role_set or window.USERS, costs)
         stored = {row[0]: row for row in rows_in(
             conn, "SELECT id, content, timestamp_ms, role, signal_keys, marks, told FROM messages "
-            "WHERE id",
-            [m for run in runs for m in run])}
+            "WHERE id", [m for block in blocks for m in block.ids])}
+        seen = {retrieval.rows[m].content for m in returned}
+        blocks = window.once(outline, blocks, {m: row[1] for m, row in stored.items()}, seen)
         if max_words is not None:
-            runs, used = _within(runs, {m: reading_words(stored[m][1]) for m in stored},
-                                 max_words, used)
-        context = self._context_items(runs, stored, memory, view, request.explain)
-        if view is not None:  # the fill counted each message's view at most, but for its dates
-            context = window.within(context, [sum(memory.messages[m].tokens + 1 for m in run)
-                                              + reader_view.added_tokens(said)
-                                              for run, (_, said) in zip(runs, context, strict=True)],
-                                    budget)
-        return data[:keep] + [item for item, _ in context], used
+            blocks, used = _within(outline, blocks,
+                                   {m: reading_words(stored[m][1]) for m in stored}, max_words, used)
+        context = self._context_items(blocks, stored, outline, view, request.explain)
+        return [data[i] for i in front] + context, used
 
-    def _context_items(self, runs: list[list[int]], stored: dict[int, tuple[Any, ...]],
-                       memory: window.Memory, view: ReaderView | None,
-                       explain: bool) -> list[tuple[dict[str, Any], list[Said]]]:
-        """Context runs as answer items: whole messages, joined as a window's are (or as the
-        reader's view shows them), with their provenance; a score of 0 (they are not ranked),
-        after every ranked item. Each with its messages as the view shows them."""
+    def _context_items(self, blocks: list[window.Block], stored: dict[int, tuple[Any, ...]],
+                       outline: window.Outline, view: ReaderView | None,
+                       explain: bool) -> list[dict[str, Any]]:
+        """Context items as answer items: each its session's messages the fill chose, whole,
+        joined as a window's are (or as the reader's view shows them), a GAP_LINE where it
+        leaves messages out; with their provenance; a score of 0 (they are not ranked), after
+        every ranked item."""
         items = []
-        for run in runs:
-            first = memory.messages[run[0]]
-            said = [view.said(*stored[m]) for m in run] if view else []
+        for block in blocks:
+            first = outline.lines[block.ids[0]]
+            said = [view.said(*stored[m]) for m in block.ids] if view else []
             item: dict[str, Any] = {
-                "id": f"c{run[0]}" if len(run) == 1 else f"c{run[0]}-{run[-1]}",
-                "content": reader_view.render(said) if view else
-                           WINDOW_SEPARATOR.join(stored[m][1] for m in run),
+                "id": f"c{block.ids[0]}" if len(block.ids) == 1 else
+                      f"c{block.ids[0]}-{block.ids[-1]}",
+                "content": reader_view.render(said, block.gaps) if view else
+                           _joined([stored[m][1] for m in block.ids], block.gaps),
                 "score": 0.0, "created_at": iso_utc(first.timestamp_ms),
-                "role": ",".join(dict.fromkeys(memory.messages[m].role for m in run)),
+                "role": ",".join(dict.fromkeys(outline.lines[m].role for m in block.ids)),
                 "session_id": first.session_id}
             if self.service.provenance:
-                item.update(view="context", source_message_ids=[f"m{m}" for m in run],
+                item.update(view="context", source_message_ids=[f"m{m}" for m in block.ids],
                             evidence_flags=[])
             if explain:
-                item["explain"] = {"signals": [], "context": True}
+                item["explain"] = {"signals": [], "context": [
+                    {"message_id": f"m{m}", "chosen": reason}
+                    for m, reason in zip(block.ids, block.reasons, strict=True)]}
                 if view:
                     item["explain"]["reader_view"] = reader_view.added(said)
-            items.append((item, said))
+            items.append(item)
         return items
 
     def _result(self, result: Result, rows: dict[int, Any], statement: bool,
@@ -228,27 +241,45 @@ class Reads(Part):
                 return index.size, [index.doc_count(term) for term in terms]
 
 
-def _within(runs: list[list[int]], words: dict[int, int], max_words: int,
-            used: int) -> tuple[list[list[int]], int]:
-    """The runs that fit a `max_words` budget after `used` words, in order; the first that does
-    not fit whole is cut to the whole messages that do, and ends the answer."""
-    kept: list[list[int]] = []
-    for run in runs:
-        cost = sum(words[m] for m in run)
+def _within(outline: window.Outline, blocks: list[window.Block], words: dict[int, int],
+            max_words: int, used: int) -> tuple[list[window.Block], int]:
+    """The context items that fit a `max_words` budget after `used` words, in order; the first
+    that does not fit whole keeps the messages that do, in its order, and ends the answer."""
+    kept: list[window.Block] = []
+    for block in blocks:
+        cost = sum(words[m] for m in block.ids)
         if used + cost <= max_words:
-            kept.append(run)
+            kept.append(block)
             used += cost
             continue
         prefix: list[int] = []
-        for m in run:
+        for m in block.ids:
             if used + words[m] > max_words:
                 break
             prefix.append(m)
             used += words[m]
         if prefix:
-            kept.append(prefix)
+            kept.append(window.Block(prefix, frozenset(i for i in block.gaps if i < len(prefix)),
+                                     block.reasons[:len(prefix)]))
         break
     return kept, used
+
+
+def _joined(contents: list[str], gaps: frozenset[int]) -> str:
+    """Messages of one item as the answer joins them: a separator between two, a GAP_LINE
+    between two the item does not hold all of the session between."""
+    parts = []
+    for i, content in enumerate(contents):
+        if i in gaps:
+            parts.append(window.GAP_LINE)
+        parts.append(content)
+    return WINDOW_SEPARATOR.join(parts)
+
+
+def _pieces_of(outline: window.Outline, rows: dict[int, Any], m: int) -> int:
+    """A ranked message's pieces: stored, or from its text when the fill may not see it."""
+    line = outline.lines.get(m)
+    return line.tokens if line is not None else pieces(rows[m].content)
 
 
 def message_row(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from aml_retriever.analysis.features import extract
 from aml_retriever.analysis.speakers import Mention
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import pieces
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
 from aml_retriever.memory.parts import Part
 from aml_retriever.storage import resources, speakers
@@ -49,7 +49,7 @@ class Upkeep(Part):
                                 features.mentions)
             conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ?, "
                          "told = ? WHERE id = ?",
-                         (features.to_json(), estimate_tokens(content), features.marks,
+                         (features.to_json(), pieces(content), features.marks,
                           features.keys_text(), features.told_json(), message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(

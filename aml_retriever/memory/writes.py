@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.analysis.features import extract
-from aml_retriever.analysis.tokens import estimate_tokens
+from aml_retriever.analysis.tokens import pieces
 from aml_retriever.common.errors import IdempotencyConflict
 from aml_retriever.memory.derived import index_message
 from aml_retriever.memory.parts import Part
@@ -99,7 +99,7 @@ class Writes(Part):
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
                  place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
-                 stamp.trust, stamp.fingerprint, estimate_tokens(message.content),
+                 stamp.trust, stamp.fingerprint, pieces(message.content),
                  features.marks, features.keys_text(), features.told_json())).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)

@@ -75,8 +75,10 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     trust TEXT NOT NULL DEFAULT 'confirmed',  -- 'proposed' until a person confirms it
     fingerprint BLOB,                     -- statements: keyed hash of the normalised text
     -- Migration 6: the reader's tokens of its content, estimated once at Add time
-    -- (analysis/tokens.py), so an answer window is filled without reading the texts it leaves
-    -- out. NULL in a file upgraded from before until `reindex`: estimated when read.
+    -- (analysis/tokens.pieces: the margin is taken once for a whole answer), so an answer window
+    -- is filled without reading the texts it leaves out. NULL in a file upgraded from before
+    -- until `reindex`: estimated when read. Versions up to 0.7.0 stored each message's estimate
+    -- with its margin: larger, so never less, until `reindex`.
     tokens INTEGER,
     -- Migration 7: what a Search's rankers read of its features, read with its row instead of
     -- parsed from them: whether it states an update or a date, as bits (features.MARK_*), and
@@ -101,6 +103,12 @@ CREATE INDEX messages_links ON messages (id, prev_id, next_id, segment_id);
 
 
 # Who is who in the conversation (storage/speakers.py says what each table is for).
+# The sessions in time order: the answer window walks them oldest first a page at a time
+# (engine/window.py) instead of reading and sorting every session of the user.
+_SESSIONS_BY_TIME = """
+CREATE INDEX sessions_by_time ON sessions (first_ms, session_id);
+"""
+
 _SPEAKERS = """
 -- Every name a message gives a role ('addressed': the side it speaks to; 'introduced': its own).
 CREATE TABLE speaker_mentions (
@@ -231,7 +239,7 @@ CREATE TABLE removals (
     removed_ms INTEGER NOT NULL,
     reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
 );
-""" + _LIFECYCLE + _LINKS_INDEX + _SPEAKERS
+""" + _LIFECYCLE + _LINKS_INDEX + _SPEAKERS + _SESSIONS_BY_TIME
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
     # 1: the original messages with their features, the idempotency records, the per-session
@@ -419,4 +427,6 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     WHERE lower(trim(role)) NOT IN ({_GENERIC_ROLES_SQL}) OR instr(signal_keys, char(10) || 's:') = 0
     GROUP BY role;
     """,
+    # 10: the sessions in time order, for the answer window (engine/window.py).
+    _SESSIONS_BY_TIME,
 )
