@@ -23,7 +23,8 @@ LAST_WITH_WINDOW_ROWS = 3
 # What each shard migration from 5 on added, undone: a current user file taken back to the
 # schema before it, its rows kept (`take_back`). A new migration adds its line here.
 _UNDO = {
-    10: "DROP INDEX sessions_by_time;",
+    10: """DROP INDEX sessions_by_time; DROP INDEX messages_by_session;
+           CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);""",
     9: """DROP TABLE speaker_mentions; DROP TABLE speaker_names; DROP TABLE roles;
           ALTER TABLE messages DROP COLUMN told;""",
     8: "DROP INDEX messages_links;",

@@ -300,7 +300,9 @@ def test_a_ranked_item_too_large_for_what_is_left_is_passed_and_the_next_may_fit
 
 def test_the_fill_reads_what_it_walks_not_the_memory(tmp_path, monkeypatch):
     """A small window over a large session reads a few pages of outlines around the hits, not
-    every message: its reads follow the window, not the memory."""
+    every message: its reads follow the window, not the memory (one larger than WHOLE: a
+    smaller one is read in one query)."""
+    monkeypatch.setattr(window, "WHOLE", 1_000)
     svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="OFF")
     try:
         for start in range(0, 3_000, 200):

@@ -49,7 +49,8 @@ from aml_retriever.http.framing import (
 )
 from aml_retriever.http.lingering import Lingerer
 from aml_retriever.http.metrics import Metrics
-from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Call, Raw, Route, resolve
+from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Call, Params, Raw, Route, resolve
+from aml_retriever.http.turns import Turns
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import ignored_fields, parse_json
 from aml_retriever.settings import Config
@@ -211,7 +212,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._ignored = ignored_fields(body, route.fields) if body is not None else ""
         if method == "POST" and not route.body:
             self._discard_body()
-        with self.server.turn(route):
+        with self.server.turn(route, _user_of(body, params)):
             call = Call(urlsplit(self.path).query, self.server.service, self.server.metrics,
                         self.server.config.max_messages)
             return route.handler(call, body, params)
@@ -325,6 +326,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         errors_log.error("unexpected %s at %s", type(exc).__name__, where)
 
 
+def _user_of(body: dict[str, Any] | None, params: Params) -> str:
+    """Whose request it is, for its turn: the user the body or the path names ('' for none)."""
+    named = body.get("user_id") if body is not None else params.get("user_id")
+    return named if isinstance(named, str) else ""
+
+
 class AmlHTTPServer(http.server.HTTPServer):
     """An HTTP server whose connections are read in one selector loop (connections.py) and
     whose complete requests are answered by a bounded pool of workers from a bounded queue."""
@@ -346,8 +353,8 @@ class AmlHTTPServer(http.server.HTTPServer):
         self._jobs: queue.Queue[tuple[Connection, bytes, float] | None] = queue.Queue(config.queue_size)
         # Workers answer requests all at once, but only this many run the service at a time:
         # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
-        # 125 Searches/s with 16 at once, 251 with 2).
-        self._active = threading.BoundedSemaphore(config.active_requests)
+        # 125 Searches/s with 16 at once, 251 with 2); turns go by user (turns.py).
+        self._turns = Turns(config.active_requests)
         if listener is None:
             super().__init__((config.host, config.port), Handler)
         else:  # a socket already listening, shared with the other server processes
@@ -371,10 +378,10 @@ class AmlHTTPServer(http.server.HTTPServer):
     def shutdown(self) -> None:
         self.loop.stop()
 
-    def turn(self, route: Route) -> AbstractContextManager[Any]:
-        """The wait for a turn at the service; /health and /metrics never wait, so probes and
-        scrapes see a busy server as it is."""
-        return nullcontext() if route.label in UNQUEUED else self._active
+    def turn(self, route: Route, user: str) -> AbstractContextManager[Any]:
+        """The wait for a turn at the service, `user`'s (turns.py); /health and /metrics never
+        wait, so probes and scrapes see a busy server as it is."""
+        return nullcontext() if route.label in UNQUEUED else self._turns.turn(user)
 
     def answered(self, entry: logs.Access) -> None:
         """Log and count one answer, whoever gave it (a handler or the connection loop)."""

@@ -92,6 +92,11 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
 );"""
 # The conversation order of a session across Adds: (timestamp, arrival).
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
+# Since migration 10 the same order carries what the answer window reads of each message (its
+# outline: engine/window.py) and what a default read withholds by, so the fill reads the index
+# alone: 4.0 -> 0.9 ms for a BEAM 500K user's 1,090 messages, ~15 bytes more a message.
+_MESSAGES_BY_SESSION_OUTLINED = ("CREATE INDEX messages_by_session ON messages (session_id, "
+                                 "timestamp_ms, id, role, tokens, marks, told, retired_ms, trust);")
 
 
 # Each message's place in its conversation, apart from its text: a Search follows the links of
@@ -185,7 +190,6 @@ SHARD_SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 {_MESSAGES_TABLE}
-{_MESSAGES_BY_SESSION}
 -- The speakers a question may name ("What did Caroline say ..."), kept apart so a Search
 -- reads a handful of names instead of scanning every message's.
 CREATE TABLE speakers (speaker TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -239,7 +243,7 @@ CREATE TABLE removals (
     removed_ms INTEGER NOT NULL,
     reason TEXT NOT NULL                  -- what removed it, e.g. 'forget'
 );
-""" + _LIFECYCLE + _LINKS_INDEX + _SPEAKERS + _SESSIONS_BY_TIME
+""" + _LIFECYCLE + _LINKS_INDEX + _SPEAKERS + _MESSAGES_BY_SESSION_OUTLINED + _SESSIONS_BY_TIME
 
 SHARD_MIGRATIONS: tuple[str, ...] = (
     # 1: the original messages with their features, the idempotency records, the per-session
@@ -427,6 +431,10 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     WHERE lower(trim(role)) NOT IN ({_GENERIC_ROLES_SQL}) OR instr(signal_keys, char(10) || 's:') = 0
     GROUP BY role;
     """,
-    # 10: the sessions in time order, for the answer window (engine/window.py).
-    _SESSIONS_BY_TIME,
+    # 10: the sessions in time order, and the conversation order carrying each message's outline,
+    # for the answer window (engine/window.py).
+    f"""
+    DROP INDEX messages_by_session;
+    {_MESSAGES_BY_SESSION_OUTLINED}
+    """ + _SESSIONS_BY_TIME,
 )
