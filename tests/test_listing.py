@@ -295,13 +295,47 @@ def test_another_users_id_in_the_path_returns_nothing_of_this_user(client):
     assert len(client.request("GET", "/users/alice/messages").body["messages"]) == 6
 
 
-def test_a_cursor_of_one_user_reads_nothing_of_that_user_under_another(client):
-    client.add("alice", "r1", [f"alice {i}" for i in range(5)])
-    client.add("bob", "r1", [f"bob {i}" for i in range(5)])
-    cursor = client.request("GET", "/users/alice/messages?limit=2").body["next_cursor"]
-    page = client.request("GET", f"/users/bob/messages?limit=2&cursor={cursor}")
-    assert page.status == 200 and all(m["content"].startswith("bob") for m in page.body["messages"])
-    assert page.body["messages"]  # control: bob's own messages are read past that position
+@pytest.mark.parametrize("listing", ["messages", "sessions"])
+def test_a_cursor_is_bound_to_its_user_and_to_the_user_as_it_is_now(client, listing):
+    """Alice's cursor is refused on bob's listing, and on alice's own once she was deleted and
+    made again; each user's own cursor of now still pages (the controls)."""
+    for user in ("alice", "bob"):
+        for r in range(3):
+            client.add(user, f"r{r}", [f"{user} {r} {i}" for i in range(2)], session=f"s{r}")
+    cursor = client.request("GET", f"/users/alice/{listing}?limit=1").body["next_cursor"]
+    assert cursor
+    refused = client.request("GET", f"/users/bob/{listing}?limit=1&cursor={cursor}")
+    assert refused.status == 400 and refused.body["error"]["field"] == "cursor"
+    own = client.request("GET", f"/users/bob/{listing}?limit=1").body["next_cursor"]
+    assert client.request("GET", f"/users/bob/{listing}?limit=1&cursor={own}").status == 200
+    assert client.request("DELETE", "/users/alice").status == 200
+    gone = client.request("GET", f"/users/alice/{listing}?limit=1&cursor={cursor}")
+    assert gone.status == 400 and gone.body["error"]["field"] == "cursor"
+    for r in range(3):
+        client.add("alice", f"again{r}", [f"alice again {r}"], session=f"s{r}")
+    again = client.request("GET", f"/users/alice/{listing}?limit=1&cursor={cursor}")
+    assert again.status == 400 and again.body["error"]["field"] == "cursor"
+    fresh = client.request("GET", f"/users/alice/{listing}?limit=1").body["next_cursor"]
+    assert client.request("GET", f"/users/alice/{listing}?limit=1&cursor={fresh}").status == 200
+
+
+def test_users_page_to_the_end_whatever_their_ids(client):
+    """A cursor of the users listing is as short for any id: paging past a user of 256 control
+    characters goes on to the last user."""
+    hostile = "".join(chr(c) for c in range(1, 32)) * 8 + "\u007f" * 8
+    names = ["ann", hostile, "cy", "dee"]
+    for name in names:
+        assert client.add(name, "r1", ["hello"]).status == 200
+    seen, cursor = [], None
+    while True:
+        page = client.request("GET", "/users?limit=1" + (f"&cursor={cursor}" if cursor else ""))
+        assert page.status == 200
+        seen += [u["user_id"] for u in page.body["users"]]
+        cursor = page.body["next_cursor"]
+        if cursor is None:
+            break
+        assert len(cursor) < 200
+    assert sorted(seen) == sorted(names)
 
 
 def test_reads_of_an_unknown_user_answer_empty_and_make_no_file(app, client):
@@ -431,3 +465,24 @@ def test_no_malformed_path_is_ever_a_500(client):
 def test_the_audit_page_refuses_a_query_that_is_not_utf8(client):
     response = client.request("GET", "/users/alice/audit?cursor=%ff")
     assert response.status == 400 and response.body["error"]["field"] == "cursor"
+
+
+def test_a_user_not_opened_since_an_upgrade_is_listed(tmp_path):
+    """A user file still at an earlier schema (nobody touched it since the new version started)
+    is listed with its counts, as one upgraded is."""
+    from conftest import start_app
+    from old_schema import take_back
+    from reliability_support import user_file
+
+    app = start_app(tmp_path)
+    c = Client(app.port)
+    for user in ("old", "new"):
+        assert c.add(user, "r1", ["one", "two"]).status == 200
+    app.stop()
+    take_back(user_file(tmp_path / "aml.db", "old"), 8)
+    app = start_app(tmp_path)
+    try:
+        listed = Client(app.port).request("GET", "/users").body["users"]
+        assert {u["user_id"]: u["messages"] for u in listed} == {"old": 2, "new": 2}
+    finally:
+        app.stop()

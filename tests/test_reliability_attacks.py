@@ -150,7 +150,9 @@ def test_the_page_behind_a_proxy_that_rewrites_host_still_makes_changes(app, cli
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.example",
-                                  "10.0.0.1", "[", ""])
+                                  "10.0.0.1", "[", "", "evil.com@127.0.0.1", "127.0.0.1@evil.com",
+                                  "user:pw@localhost", "localhost.", "127.0.0.1 evil.com",
+                                  "127.0.0.1:80/evil", "127.999.0.1", "[::1]x"])
 def test_a_keyless_loopback_server_answers_only_to_this_machines_names(app, client, host):
     client.add("alice", "r1", ["a secret about the harbour"])
     response = client.request("GET", "/users/alice/messages", headers={"Host": host})
@@ -158,6 +160,22 @@ def test_a_keyless_loopback_server_answers_only_to_this_machines_names(app, clie
     for name in (f"127.0.0.1:{app.port}", f"localhost:{app.port}", "LOCALHOST", "[::1]:8080"):
         shown = client.request("GET", "/users/alice/messages", headers={"Host": name})
         assert shown.status == 200 and shown.body["messages"], name
+
+
+def test_two_host_headers_are_refused_even_when_one_names_this_machine(app, client):
+    client.add("alice", "r1", ["a secret about the harbour"])
+    raw = socket.create_connection(("127.0.0.1", app.port), timeout=10)
+    try:
+        raw.sendall(b"GET /users/alice/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Host: evil.example\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    finally:
+        raw.close()
+    assert answer.startswith(b"HTTP/1.1 403") and b"harbour" not in answer
+    shown = client.request("GET", "/users/alice/messages", headers={"Host": "127.0.0.1"})
+    assert shown.status == 200 and shown.body["messages"]  # control: one Host is answered
 
 
 def test_a_server_with_a_key_leaves_the_host_to_the_key(tmp_path):

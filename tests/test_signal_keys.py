@@ -11,6 +11,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from old_schema import take_back
 from reliability_support import user_file
 
@@ -193,3 +195,72 @@ def test_a_question_s_name_or_number_is_held_only_whole(db, question, holders):
     needles = {**asked.entities, **asked.numbers}
     assert {v: {i for i, keys in rows if any(n in keys for n in found_by)}
             for v, found_by in needles.items()} == holders
+
+
+HOSTILE = st.text(alphabet=st.sampled_from(["\x00", "\n", "a", "Z", "é", "1", " ", ":", "北"]),
+                  min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(HOSTILE, HOSTILE), min_size=1, max_size=6))
+def test_an_upgrade_from_schema_6_writes_every_key_as_an_add_does_nul_and_all(tmp_path_factory, rows):
+    """Hostile rows (NULs, newlines in roles and texts, "Name: " prefixes holding them): the keys
+    the upgrade derives equal what the Add wrote, byte for byte (SQLite's JSON functions cut a
+    string at a NUL: the role "Bob\\0Mallory" was stored as said by "Bob")."""
+    db = tmp_path_factory.mktemp("hostile") / "aml.db"
+    svc = MemoryService.open(str(db), synchronous="OFF")
+    svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s1", "messages": [
+        {"role": f"{role}", "content": f"{role}: {content} Zeta{content} in May 2023",
+         "timestamp": DAY + i * 60_000} for i, (role, content) in enumerate(rows)]}, 200))
+    svc.close()
+    before = _raw_keys(db)
+    assert any("\n" in keys for keys in before.values())  # populated
+    take_back(user_file(db, "u"), 6)
+    _open_user(db)
+    assert _raw_keys(db) == before
+
+
+def test_a_file_upgraded_before_the_keys_kept_nuls_is_mended(db_nul):
+    """A file that went through migration 7 when it cut at NULs is written again by migration
+    11 where the features hold one; other rows are left as they are."""
+    path, fresh = db_nul
+    assert "s:bob\x00mallory" in fresh[1] and "e:zeta\x00omega" in fresh[1]  # populated
+    conn = sqlite3.connect(user_file(path, "u"))
+    conn.execute("UPDATE messages SET signal_keys = 'cut' WHERE instr(features, '\\u0000') > 0")
+    conn.execute("UPDATE messages SET signal_keys = 'left' WHERE instr(features, '\\u0000') = 0")
+    conn.execute("PRAGMA user_version = 10")
+    conn.commit()
+    conn.close()
+    _open_user(path)
+    mended = _raw_keys(path)
+    assert [mended[m] for m in fresh if "\x00" in fresh[m]] == [k for k in fresh.values() if "\x00" in k]
+    assert {mended[m] for m in fresh if "\x00" not in fresh[m]} == {"left"}  # control: untouched
+
+
+@pytest.fixture
+def db_nul(tmp_path: Path) -> tuple[Path, dict[int, str]]:
+    path = tmp_path / "aml.db"
+    svc = MemoryService.open(str(path), synchronous="OFF")
+    svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s1", "messages": [
+        {"role": "Bob\x00Mallory", "content": 'I quote "zeta\x00omega" and Zeta\x00Omega.',
+         "timestamp": DAY},
+        {"role": "user", "content": "Plain words about Lisbon.", "timestamp": DAY + 1}]}, 200))
+    svc.close()
+    return path, _raw_keys(path)
+
+
+def _open_user(db: Path) -> None:
+    """Open the user's file with this version (which brings it to the current schema)."""
+    svc = MemoryService.open(str(db), synchronous="OFF")
+    try:
+        svc.search(parse_search({"user_id": "u", "query": "Zeta", "top_k": 5}))
+    finally:
+        svc.close()
+
+
+def _raw_keys(db: Path) -> dict[int, str]:
+    conn = sqlite3.connect(user_file(db, "u"))
+    try:
+        return dict(conn.execute("SELECT id, signal_keys FROM messages"))
+    finally:
+        conn.close()

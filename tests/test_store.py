@@ -17,8 +17,10 @@ from aml_retriever.storage import catalog, pool
 from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
+    KEYS_FUNCTION,
     SHARD_MIGRATIONS,
     SHARD_SCHEMA,
+    signal_keys_of,
 )
 from aml_retriever.storage.store import Store
 
@@ -313,6 +315,7 @@ def schema_shape(conn: sqlite3.Connection) -> dict[str, object]:
                                                     (CATALOG_SCHEMA, CATALOG_MIGRATIONS)])
 def test_a_new_file_gets_the_schema_every_migration_together_makes(schema, migrations):
     fresh, migrated = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    migrated.create_function(KEYS_FUNCTION, 1, signal_keys_of)  # as Schema.migrate does
     fresh.executescript(schema)
     for script in migrations:
         migrated.executescript(script)

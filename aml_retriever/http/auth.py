@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from email.message import Message
 from urllib.parse import urlsplit
 
@@ -62,14 +63,21 @@ def refuse_foreign_host(headers: Message) -> None:
     """For a server without a key that listens on loopback only: refuse a Host naming another
     machine. A web page whose name an attacker points at 127.0.0.1 (DNS rebinding) would
     otherwise read and change the memory as a same-origin page; every name of this machine is
-    still accepted, and so is a request without a Host."""
-    host = headers.get("Host")
-    if host is None:
+    still accepted, and so is a request without a Host. Exactly: one Host, a name of this
+    machine and at most a port (`evil.com@127.0.0.1` was read as 127.0.0.1, and of two Host
+    headers the first was taken)."""
+    hosts = headers.get_all("Host") or []
+    if not hosts:
         return
-    name = _hostname(host)
-    if name is None or not is_loopback(name):
+    found = _LOOPBACK_HOST.fullmatch(hosts[0].strip()) if len(hosts) == 1 else None
+    if found is None or not is_loopback(found.group("name").strip("[]").lower()):
         raise Forbidden("this server answers only to a name of this machine (localhost, "
                         "127.0.0.1, [::1]); set an API key to serve other names", "Host")
+
+
+# A Host that names this machine, and nothing else: the name, then at most a port.
+_LOOPBACK_HOST = re.compile(r"(?P<name>localhost|127(?:\.[0-9]{1,3}){3}|\[::1\])(?::[0-9]{1,5})?",
+                            re.IGNORECASE)
 
 
 def _same_origin(origin: str, host: str) -> bool:
@@ -83,10 +91,3 @@ def _same_origin(origin: str, host: str) -> bool:
         return sent.hostname == to.hostname and (to.port or port) == port
     except ValueError:
         return False
-
-
-def _hostname(host: str) -> str | None:
-    try:
-        return urlsplit(f"//{host.strip()}").hostname
-    except ValueError:
-        return None

@@ -35,7 +35,7 @@ from aml_retriever.analysis.speakers import Evidence, Speakers
 from aml_retriever.common.errors import InvalidField, NotFound
 from aml_retriever.memory import cursors
 from aml_retriever.memory.validation import ListQuery, is_text
-from aml_retriever.storage import resources
+from aml_retriever.storage import audit, resources
 from aml_retriever.storage import speakers as stored
 from aml_retriever.storage.migrations import SHARD_MIGRATIONS
 from aml_retriever.storage.store import Store
@@ -51,6 +51,7 @@ _COLUMNS = "id, content, timestamp_ms, role, session_id, trust, retired_ms"
 _INT64 = (-(2**63), 2**63 - 1)
 _BAD_CURSOR = "cursor must be a next_cursor this listing gave, passed back unchanged"
 META_USER_ID = "user_id"  # the meta key of a user file that names its user (service.store_request)
+LISTED_FROM = 5  # the first schema with what a listing reads of a user file (its audit)
 # What a reading of the speakers shows: the first messages behind each attached name (enough to
 # check the attachment by eye), and the names left unattached, the most mentioned first (why a
 # name was not attached; a memory whose turns open with thousands of capitalised words still
@@ -64,10 +65,13 @@ _KEYS: weakref.WeakKeyDictionary[Store, dict[Path, tuple[tuple[int, ...], tuple[
 
 class Cursor:
     """An opaque page cursor: a small JSON object naming its listing and the key of the last
-    item shown, sealed with the store's cursor key (cursors.py)."""
+    item shown, sealed with the store's cursor key (cursors.py). A listing of one user's is that
+    user's as the file now is (`epoch`: its keyed-hash secret, which deleting the user
+    replaces): another user's cursor, or one from before a deletion, is refused."""
 
-    def __init__(self, kind: str, query: ListQuery, key: bytes) -> None:
-        listing = json.dumps([kind, query.order, query.status, query.session_id])
+    def __init__(self, kind: str, query: ListQuery, key: bytes, user_id: str = "",
+                 epoch: str = "") -> None:
+        listing = json.dumps([kind, query.order, query.status, query.session_id, user_id, epoch])
         self.listing = hashlib.sha256(listing.encode("utf-8")).hexdigest()[:16]
         self.key = key
 
@@ -96,6 +100,18 @@ class Cursor:
 
 def _refuse(name: str) -> Any:
     raise ValueError(name)
+
+
+def _epoch(conn: sqlite3.Connection) -> str:
+    """What a user's cursors are bound to besides the id: a digest of the file's secret, which
+    deleting the user replaces (audit.py)."""
+    return hashlib.sha256(audit.secret(conn)).hexdigest()[:16]
+
+
+def _refuse_for_none(query: ListQuery) -> None:
+    """A cursor for a user with no file: it was given for one since deleted."""
+    if query.cursor is not None:
+        raise InvalidField(_BAD_CURSOR, "cursor")
 
 
 def _fits(value: Any, kind: type) -> bool:
@@ -159,41 +175,47 @@ class Listing:
 
     def sessions(self, user_id: str, query: ListQuery) -> dict[str, Any]:
         """A user's sessions newest first (or oldest), by when their first message arrived."""
-        cursor = Cursor("sessions", query, self.store.cursor_key)
         newest = query.order == "newest"
-        where, params = "1", []
-        if query.cursor is not None:
-            where = "f.first_id < ?" if newest else "f.first_id > ?"
-            params = cursor.decode(query.cursor, (int,))
         rows: list[tuple[Any, ...]] = []
+        next_cursor = None
         with self.store.connection(user_id, create=False) as conn:
-            if conn is not None:
+            if conn is None:
+                _refuse_for_none(query)
+            else:
                 with self.store.read(conn):
+                    cursor = Cursor("sessions", query, self.store.cursor_key, user_id, _epoch(conn))
+                    where, params = "1", []
+                    if query.cursor is not None:
+                        where = "f.first_id < ?" if newest else "f.first_id > ?"
+                        params = cursor.decode(query.cursor, (int,))
                     rows = conn.execute(
                         "SELECT s.session_id, s.message_count, s.first_ms, s.last_ms, f.first_id "
                         "FROM sessions s JOIN (SELECT session_id, min(id) AS first_id FROM messages "
                         f"GROUP BY session_id) f USING (session_id) WHERE {where} "
                         f"ORDER BY f.first_id {'DESC' if newest else 'ASC'} LIMIT ?",
                         [*params, query.limit + 1]).fetchall()
-        page = rows[:query.limit]
+                if len(rows) > query.limit:
+                    next_cursor = cursor.encode([rows[query.limit - 1][4]])
         return {"user_id": user_id,
                 "sessions": [{"session_id": s, "messages": n, "first_at": iso_utc(first),
-                              "last_at": iso_utc(last)} for s, n, first, last, _ in page],
-                "next_cursor": cursor.encode([page[-1][4]]) if len(rows) > query.limit else None}
+                              "last_at": iso_utc(last)} for s, n, first, last, _ in rows[:query.limit]],
+                "next_cursor": next_cursor}
 
     # ---- messages ------------------------------------------------------------------------
 
     def messages(self, user_id: str, query: ListQuery) -> dict[str, Any]:
         """A page of a user's messages (see the module's docstring for the order)."""
-        cursor = Cursor("messages", query, self.store.cursor_key)
         newest = query.order == "newest"
-        position = (None if query.cursor is None
-                    else cursor.decode(query.cursor, (int, int, int if newest else type(None))))
         messages: list[dict[str, Any]] = []
         next_cursor = None
         with self.store.connection(user_id, create=False) as conn:
-            if conn is not None:
+            if conn is None:
+                _refuse_for_none(query)
+            else:
                 with self.store.read(conn):
+                    cursor = Cursor("messages", query, self.store.cursor_key, user_id, _epoch(conn))
+                    position = (None if query.cursor is None else cursor.decode(
+                        query.cursor, (int, int, int if newest else type(None))))
                     newest_id = (position[2] if position else
                                  conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0)
                     rows = self._page(conn, query, position, newest_id if newest else None)
@@ -349,7 +371,7 @@ def _signature(path: Path) -> tuple[int, ...] | None:
 
 
 def _read_user(path: Path) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
-    """One user file's sort key (first change, id) and its listing (id, counts, last change),
+    """One user file's sort key (first change, file name) and its listing (id, counts, last change),
     read only; (None, None) for a file that names no user (written before users were named, or
     emptied by deletion), is being made, or cannot be read (set aside by the next request that
     touches it)."""
@@ -358,7 +380,9 @@ def _read_user(path: Path) -> tuple[tuple[int, str] | None, dict[str, Any] | Non
     except sqlite3.Error:
         return None, None
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] != len(SHARD_MIGRATIONS):
+        # A file at an earlier schema (not opened since an upgrade) is listed all the same:
+        # what is read here is as migration 5 made it.
+        if not LISTED_FROM <= conn.execute("PRAGMA user_version").fetchone()[0] <= len(SHARD_MIGRATIONS):
             return None, None
         row = conn.execute(
             "SELECT (SELECT value FROM meta WHERE key = ?), "
@@ -377,5 +401,7 @@ def _read_user(path: Path) -> tuple[tuple[int, str] | None, dict[str, Any] | Non
     user_id, first_ms, last_ms, messages, sessions = row
     if user_id is None or first_ms is None:
         return None, None
-    return (first_ms, user_id), {"user_id": user_id, "messages": messages, "sessions": sessions,
-                                 "last_activity": iso_utc(last_ms)}
+    # Ties by the file's name (a hash of the id): a cursor as short for any id (one of 256
+    # control characters made a cursor of 2,132 characters, past what a listing takes back).
+    return (first_ms, path.stem), {"user_id": user_id, "messages": messages, "sessions": sessions,
+                                   "last_activity": iso_utc(last_ms)}

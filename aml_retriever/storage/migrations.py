@@ -11,7 +11,7 @@ new migration plus the same change to the current schema.
 
 from __future__ import annotations
 
-from aml_retriever.analysis.features import GENERIC_ROLES
+from aml_retriever.analysis.features import GENERIC_ROLES, Features
 from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 
 STORE_FORMAT = "aml_retriever-store"
@@ -113,6 +113,16 @@ CREATE INDEX messages_links ON messages (id, prev_id, next_id, segment_id);
 _SESSIONS_BY_TIME = """
 CREATE INDEX sessions_by_time ON sessions (first_ms, session_id);
 """
+
+# The SQL function the migrations derive a message's signal keys with (`signal_keys_of`, which
+# Schema registers on every connection it migrates).
+KEYS_FUNCTION = "aml_signal_keys"
+
+
+def signal_keys_of(features: str) -> str:
+    """A message's signal keys as an Add stores them, from its stored features."""
+    return Features.from_json(features).keys_text()
+
 
 _SPEAKERS = """
 -- Every name a message gives a role ('addressed': the side it speaks to; 'introduced': its own).
@@ -391,8 +401,9 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     # instead of parsed from the features at every Search: the update and date marks as bits,
     # and the names, numbers, dates and speaker as keys between newlines. Derived here from the
     # stored features (the array form, and the object form of stores older still), so the
-    # upgrade reads no text again; `reindex` writes them anew.
-    """
+    # upgrade reads no text again; the keys by KEYS_FUNCTION, exactly as an Add writes them
+    # (SQLite's JSON functions cut a string at a NUL: "Bob\0Mallory" became the speaker "Bob").
+    f"""
     ALTER TABLE messages ADD COLUMN marks INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE messages ADD COLUMN signal_keys TEXT NOT NULL DEFAULT '';
     UPDATE messages SET
@@ -401,20 +412,7 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
               | CASE WHEN coalesce(json_array_length(features, CASE json_type(features)
                                         WHEN 'array' THEN '$[3]' ELSE '$.dates' END), 0) > 0
                      THEN 2 ELSE 0 END,
-        signal_keys = coalesce((
-            SELECT char(10) || group_concat(replace(key, char(10), ' '), char(10)) || char(10)
-            FROM (SELECT kind.prefix || item.value AS key
-                  FROM (SELECT 'e:' AS prefix, '$[1]' AS at, '$.entities' AS named UNION ALL
-                        SELECT 'n:', '$[2]', '$.numbers' UNION ALL
-                        SELECT 'd:', '$[3]', '$.dates') kind
-                  JOIN json_each(messages.features, CASE json_type(messages.features)
-                                 WHEN 'array' THEN kind.at ELSE kind.named END) item
-                  UNION ALL
-                  SELECT 's:' || json_extract(messages.features, CASE json_type(messages.features)
-                                              WHEN 'array' THEN '$[0]' ELSE '$.speaker' END)
-                  WHERE coalesce(json_extract(messages.features, CASE json_type(messages.features)
-                                              WHEN 'array' THEN '$[0]' ELSE '$.speaker' END),
-                                 '') != '')), '');
+        signal_keys = {KEYS_FUNCTION}(features);
     """,
     # 8: the conversation links in an index of their own (a Search follows every hit's links).
     _LINKS_INDEX,
@@ -437,4 +435,10 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     DROP INDEX messages_by_session;
     {_MESSAGES_BY_SESSION_OUTLINED}
     """ + _SESSIONS_BY_TIME,
+    # 11: the keys of a file upgraded through migration 7 before it kept NULs, written again
+    # where the features hold one (JSON writes a NUL as the six characters \u0000).
+    f"""
+    UPDATE messages SET signal_keys = {KEYS_FUNCTION}(features)
+    WHERE instr(features, '\\u0000') > 0;
+    """,
 )

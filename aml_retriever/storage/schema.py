@@ -18,10 +18,12 @@ from aml_retriever.common.errors import StoreError
 from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
+    KEYS_FUNCTION,
     SHARD_FORMAT,
     SHARD_MIGRATIONS,
     SHARD_SCHEMA,
     STORE_FORMAT,
+    signal_keys_of,
 )
 
 
@@ -68,6 +70,7 @@ class Schema:
         if _user_version(conn) == kind.version:
             self._check_format(conn, kind)
             return
+        conn.create_function(KEYS_FUNCTION, 1, signal_keys_of, deterministic=True)
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._upgrade(conn, kind)
