@@ -173,7 +173,8 @@ def connection_cap(descriptors: int, idle: int, config: Config) -> int:
 
 
 class Checkpointer(threading.Thread):
-    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds, and
+    """Runs the store's planned WAL checkpoints from one place, every `interval` seconds, closes
+    the idle connections to user files another process removed (their space comes back), and
     closes the idle user files when asked (`release`, set on SIGUSR1 by the mover)."""
 
     def __init__(self, store: Store, interval: float) -> None:
@@ -186,6 +187,7 @@ class Checkpointer(threading.Thread):
         while not self.stop_event.wait(self.interval):
             try:
                 self.store.checkpoint_dirty()
+                self.store.close_removed()
                 if self.release.is_set():
                     self.release.clear()
                     self.store.release_idle()

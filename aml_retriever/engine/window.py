@@ -77,13 +77,14 @@ GIVE_UP_AFTER = 400
 # development sets a fill reads at most 1,400 (every message of a BEAM 500K user); here the
 # cost of one is ~2 us, so a fill's reads cost at most ~0.1 s whatever the memory holds.
 READ_LIMIT = 50_000
-# Outlines read at a time from the conversation index: PAGE_FIRST where a walk first needs the
-# next message, twice as many each time it goes on, up to PAGE (a query costs ~15 us beside ~1 us
-# a row; the order walks out from up to 100 hits at once, most of them only a few steps). A
+# Outlines read at a time from the conversation index where a walk needs the next message, and
+# twice that between two hits of one session (the walks out from both meet there). The order
+# walks out from up to 100 hits at once, most of them a few steps: pages that doubled as a walk
+# went on read twice the rows the fill needed (7,800 for 2,070 chosen), and took 166 against
+# 141 ms a windowed Search of a 100,000-message session (bench_window_size); 8 a page, 179 ms. A
 # memory of at most WHOLE messages is read in one query instead: every user of the development
 # sets (at most 1,400 visible messages), where the pages cost more than the rows.
-PAGE_FIRST = 16
-PAGE = 256
+PAGE = 16
 WHOLE = 4_096
 # A step of the order: (kind, how many of the best hits it starts from, how far around each).
 Phase = tuple[str, int, int]
@@ -128,7 +129,6 @@ class Outline:
         self.where, self.params = read.clause()
         self.lines: dict[int, Line] = {}
         self.links: dict[tuple[int, int], int | None] = {}  # (message, -1 or 1) -> neighbour
-        self.sizes: dict[tuple[int, int], int] = {}  # where a page ended -> the next page's size
         self.firsts: dict[str, int | None] | None = None  # every session's first, once all is read
         self.rows_read = 0
         if self._messages_at_most(WHOLE):
@@ -186,6 +186,24 @@ class Outline:
             found = self.links.get((m, direction))
         return found
 
+    def between(self, a: int, b: int) -> None:
+        """Read, in one query, the messages between two of one session (`a` before `b`), up to
+        2 * PAGE, linked in order from `a`, and to `b` when that is all of them: the walks
+        out from neighbouring hits meet there, and paged walker by walker (four queries a gap)
+        they cost a Search ~50 ms over 100 hits in one session of 100,000 messages."""
+        if (a, 1) in self.links or self.rows_read >= self.limit:
+            return
+        size = 2 * PAGE
+        first, last = self.lines[a], self.lines[b]
+        read = self._lines(
+            f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session WHERE session_id = ? "
+            f"AND {self.where} AND (timestamp_ms, id) > (?, ?) AND (timestamp_ms, id) < (?, ?) "
+            f"ORDER BY timestamp_ms, id LIMIT {size}",
+            [first.session_id, *self.params, first.timestamp_ms, a, last.timestamp_ms, b])
+        chain = [a, *read, b] if len(read) < size else [a, *read]
+        for x, y in itertools.pairwise(chain):
+            self.links[(x, 1)], self.links[(y, -1)] = y, x
+
     def first(self, session_id: str) -> int | None:
         """The first visible message of a session."""
         if self.firsts is not None:
@@ -216,22 +234,19 @@ class Outline:
         if self.rows_read >= self.limit:
             return []
         direction = 1 if later else -1
-        size = self.sizes.pop((origin, direction), PAGE_FIRST) if origin is not None else PAGE_FIRST
         where, params = f"session_id = ? AND {self.where}", [session_id, *self.params]
         if start is not None:
             where += " AND (timestamp_ms, id) > (?, ?)" if later else " AND (timestamp_ms, id) < (?, ?)"
             params += list(start)
         order = "timestamp_ms, id" if later else "timestamp_ms DESC, id DESC"
         read = self._lines(f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session "
-                           f"WHERE {where} ORDER BY {order} LIMIT {size}", params)
+                           f"WHERE {where} ORDER BY {order} LIMIT {PAGE}", params)
         chain = ([origin] if origin is not None else []) + read
         for a, b in itertools.pairwise(chain):
             self.links[(a, direction)] = b
             self.links[(b, -direction)] = a
-        if len(read) < size and chain:
+        if len(read) < PAGE and chain:
             self.links[(chain[-1], direction)] = None  # the session ends there
-        elif read:
-            self.sizes[(read[-1], direction)] = min(PAGE, size * 2)
         if start is None and read:
             self.links[(read[0], -1)] = None
         return read
@@ -451,7 +466,11 @@ def _outward(outline: Outline, centres: Sequence[int]) -> Iterator[int]:
     key = lambda m: _place(outline, m)  # noqa: E731
     links = outline.links
     seen = set(centres)
-    yield from sorted(seen, key=key)
+    ordered = sorted(seen, key=key)
+    yield from ordered
+    if outline.firsts is None:  # paged: the gaps between neighbouring centres in one query each
+        for a, b in itertools.pairwise(ordered):
+            outline.between(a, b)
     walkers = [(m, d) for m in sorted(seen, key=key) for d in (-1, 1)]
     while walkers:  # one round: each walker a step, in the order of their centres
         moved = []

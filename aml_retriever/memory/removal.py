@@ -40,7 +40,9 @@ class Removal(Part):
         try:
             existed = self._delete_rows(user_id, removed)
         except (StorageFull, UserStoreDamaged):
-            # What the file held cannot be counted; its files are gone all the same.
+            # What the file held cannot be counted (so no counts are given); its files are gone
+            # all the same, for every process of the store (pool.Connections.current).
+            del answer["deleted"]
             answer["files_removed"] = self.store.remove_user_files(user_id)
             existed = True
         if existed:

@@ -118,10 +118,13 @@ class Store:
     def release_idle(self) -> int:
         return self._connections.release_idle()
 
+    def close_removed(self) -> int:
+        return self._connections.close_removed()
+
     # ---- transactions (transactions.py) --------------------------------------------------
 
     def write(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
-        return transactions.write(conn, self._checkpoints.mark_dirty)
+        return transactions.write(conn, self._checkpoints.mark_dirty, self._connections.current)
 
     def read(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
         return transactions.read(conn)
