@@ -4,6 +4,8 @@ cap the oldest idle connections, then the slowest senders, are closed for new on
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import threading
 import time
@@ -115,3 +117,45 @@ def test_bodies_arriving_are_bounded_in_memory_all_together(make_app, monkeypatc
     finally:
         for sock in senders:
             sock.close()
+
+
+def never_reading(port: int, body: bytes) -> socket.socket:
+    """A client that asks for a large answer and reads none of it (a small receive window)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"POST /search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return sock
+
+
+def test_clients_that_never_read_their_answers_hold_no_worker(make_app):
+    """16 clients each asking for a ~10 MB answer and reading nothing: a bystander's small
+    Search is answered at once (each worker used to block in sendall until the socket timeout:
+    8.7 s); the answers are sent in full to a client that does read (the control)."""
+    app = make_app(workers=16, socket_timeout=5.0, max_body_bytes=16 * 1024 * 1024)
+    c = Client(app.port)
+    big = [f"orchid {i} " + "petal " * 16_000 for i in range(100)]  # ~96 KB each
+    assert c.add("big", "r1", big).status == 200
+    assert c.add("by", "r1", ["a bystander's tulips"]).status == 200
+    body = json.dumps({"user_id": "big", "query": "orchid petal", "top_k": 100}).encode()
+    slow = [never_reading(app.port, body) for _ in range(16)]
+    try:
+        time.sleep(1.5)  # every one answered by a worker, the answers stuck in their sockets
+        began = time.monotonic()
+        assert c.contents("by", "tulips") == ["a bystander's tulips"]
+        assert time.monotonic() - began < 2.0
+        answer, sock = b"", slow[0]
+        sock.settimeout(10)
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+        while len(rest) < length:
+            rest += sock.recv(1 << 20)
+        assert head.startswith(b"HTTP/1.1 200") and length > 8_000_000
+        assert len(json.loads(rest)["data"]) == 100  # the whole answer, once read
+    finally:
+        for sock in slow:
+            sock.close()
+        c.close()

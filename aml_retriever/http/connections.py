@@ -16,6 +16,10 @@ connections cost a socket and a buffer, no thread.
   sender), never one whose request is being served.
 - **Keep-alive and pipelining.** A connection goes back to the loop after its answer; bytes that
   arrived after one request are the start of the next.
+- **Answers leave without a worker.** A worker writes what the socket takes at once; the rest is
+  the loop's to send as the client reads, within `BODY_DEADLINE_FACTOR` socket timeouts (else
+  the connection is closed), so a client that never reads its answer holds no worker (16 such
+  clients of a 9 MB answer kept a bystander's Search waiting 8.7 s).
 - **Framing**: the loop only finds where a head ends and how long its body is (framing.py); the
   handler parses and refuses what is malformed. A head ended by bare LFs is handed over as a head too, so that
   the handler's 400 answers it rather than a timeout.
@@ -51,6 +55,9 @@ READ_CHUNK = 65536
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 # How long the listener is left unwatched when no descriptor is left to accept a connection.
 ACCEPT_PAUSE_S = 0.1
+# The most the answers still leaving may hold in memory in all: past it, the connection whose
+# client has the most left to read is closed.
+MAX_PENDING_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(eq=False)
@@ -66,6 +73,7 @@ class Connection:
     keep: bool = True  # given back to be read again (False: its worker closed it)
     eof: bool = False  # the client has stopped sending
     scanned: int = 0  # how much of the buffer was searched for the end of a head
+    pending: memoryview | None = None  # what of an answer the client has yet to read
 
     def take_request(self) -> bytes:
         """The complete request at the front of the buffer, removed from it."""
@@ -129,8 +137,12 @@ class ConnectionLoop:
             self._accept()
         elif key.fileobj is self._wake_reader:
             self._drain_wakes()
-        elif self._open.get(key.fileobj) is key.data and not key.data.busy:  # type: ignore[call-overload]
-            self._read(key.data)  # (not one closed earlier in this same batch)
+        elif self._open.get(key.fileobj) is not key.data:  # type: ignore[call-overload]
+            return  # (one closed earlier in this same batch)
+        elif key.data.pending is not None:
+            self._write(key.data)
+        elif not key.data.busy:
+            self._read(key.data)
 
     def stop(self) -> None:
         """End the loop (it closes no connection: `close_idle` does)."""
@@ -161,6 +173,29 @@ class ConnectionLoop:
             self._returned.append(conn)
         if keep:
             self._wake()
+
+    def send(self, conn: Connection, answer: bytes, keep: bool) -> bool:
+        """A worker's answer: what the socket takes now is sent here; the rest is handed to the
+        loop, which sends it as the client reads and then reads the connection again (`keep`)
+        or closes it. True when all of it was sent here (the worker gives the connection back
+        as before)."""
+        view = memoryview(answer)
+        try:
+            conn.sock.setblocking(False)
+            while view:
+                view = view[conn.sock.send(view):]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            return True  # the client is gone: the worker closes or gives back as it would
+        if not view:
+            return True
+        conn.keep = keep
+        with self._lock:
+            conn.pending = view
+            self._returned.append(conn)
+        self._wake()
+        return False
 
     def close_idle(self) -> None:
         """On stop: close every connection no worker is answering."""
@@ -204,7 +239,8 @@ class ConnectionLoop:
         excess = len(self._open) + room_for - self.cap
         if excess <= 0:
             return
-        idle = sorted((c for c in self._open.values() if not c.busy and c.started is None),
+        idle = sorted((c for c in self._open.values()
+                       if not c.busy and c.started is None and c.pending is None),
                       key=lambda c: c.opened)
         slow = sorted((c for c in self._open.values() if not c.busy and c.started is not None),
                       key=lambda c: c.started or 0.0)
@@ -276,6 +312,9 @@ class ConnectionLoop:
             returned, self._returned = self._returned, []
         for conn in returned:
             conn.busy = False
+            if conn.pending is not None:
+                self._start_writing(conn)
+                continue
             if conn.keep and conn.eof:
                 self._close(conn)
                 continue
@@ -293,7 +332,46 @@ class ConnectionLoop:
                 conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
                 self._hand_over_if_complete(conn)
 
+    # ---- writing ---------------------------------------------------------------------------
+
+    def _start_writing(self, conn: Connection) -> None:
+        if conn.sock not in self._open:
+            return
+        conn.deadline = time.monotonic() + self.timeout * BODY_DEADLINE_FACTOR
+        self._selector.register(conn.sock, selectors.EVENT_WRITE, conn)
+        if sum(len(c.pending) for c in self._open.values() if c.pending is not None) \
+                > MAX_PENDING_BYTES:
+            self._close(max((c for c in self._open.values() if c.pending is not None),
+                            key=lambda c: len(c.pending or b"")))
+            self.shed["memory"] += 1
+
+    def _write(self, conn: Connection) -> None:
+        assert conn.pending is not None
+        try:
+            conn.pending = conn.pending[conn.sock.send(conn.pending):]
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if conn.pending:
+            return
+        conn.pending = None
+        self._unregister(conn.sock)
+        if not conn.keep or conn.eof or self._stopping.is_set():
+            self._close(conn)
+            return
+        conn.deadline = time.monotonic() + self.timeout
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        if conn.buffer:  # a pipelined request arrived meanwhile
+            conn.started = time.monotonic()
+            conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
+            self._hand_over_if_complete(conn)
+
     def _expire_late(self, now: float) -> None:
+        late = [c for c in self._open.values() if c.pending is not None and c.deadline < now]
+        for conn in late:  # a client that does not read its answer in time
+            self._close(conn)
         for conn in [c for c in self._open.values() if not c.busy and c.deadline < now]:
             body_arriving = conn.needed is not None
             with self._lock:

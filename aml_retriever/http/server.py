@@ -94,10 +94,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.server_version
 
     def setup(self) -> None:
-        self.timeout = self.server.config.socket_timeout  # for writing the answer
         super().setup()
         self.rfile.close()  # read from what the connection loop collected, never the socket
         self.rfile = io.BytesIO(self._request_bytes)
+        # The answer is written here, whole, then sent by the worker and the connection loop
+        # (ConnectionLoop.send): a client that does not read it holds no worker.
+        self.wfile = io.BytesIO()
+        self.answer = b""
+
+    def finish(self) -> None:
+        self.answer = self.wfile.getvalue()
+        super().finish()
 
     def handle_expect_100(self) -> bool:
         """The connection loop said 100 Continue already, before the body it waited for."""
@@ -429,18 +436,20 @@ class AmlHTTPServer(http.server.HTTPServer):
         while (job := self._jobs.get()) is not None:
             conn, request, arrived = job
             keep = linger = False
+            sent = True
             try:
-                conn.sock.settimeout(self.config.socket_timeout)  # for writing the answer
                 handler = Handler(conn.sock, conn.address, self, request, arrived)
                 keep = not handler.close_connection and not self.stopping
                 linger = getattr(handler, "linger", False)
+                sent = self.loop.send(conn, handler.answer, keep and not linger)
             except Exception:  # a broken connection must not kill the worker
                 pass
             finally:
                 try:
-                    if not keep:
-                        self._close(conn.sock, linger)
-                    self.loop.give_back(conn, keep)
+                    if sent:  # else the loop sends the rest, then reads or closes it
+                        if not keep:
+                            self._close(conn.sock, linger)
+                        self.loop.give_back(conn, keep)
                 except Exception:  # a connection closed under it: the worker carries on
                     errors_log.warning("a connection could not be given back")
 
