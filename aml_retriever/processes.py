@@ -14,9 +14,13 @@ that ends. One that ends while the server is not stopping (killed, crashed, out 
 logged in one line (its number, pid, exit status or signal) and replaced by a new one with the
 same number: that number's metrics slot is emptied first, so a scrape never shows the dead one's
 counts, and the new one counts from zero (a counter reset, as after a restart). Bounds: a process
-that dies within QUICK_DEATH_S of starting CRASH_LIMIT times in a row, or one of the first N that
-cannot build its server at all (exit status START_FAILED: a bad setting, an unusable store), stops
-the server with one error line and exit status 1, instead of forking forever.
+that exits on its own within QUICK_DEATH_S of starting CRASH_LIMIT times in a row, or one of the
+first N that cannot build its server at all (exit status START_FAILED: a bad setting, an unusable
+store), stops the server with one error line and exit status 1, instead of forking forever. One
+killed by a signal (the kernel's out-of-memory killer, a crash) is never a reason to stop: a
+request could make that happen again and again, and stop the whole server. It is replaced,
+after quick deaths later and later (BACKOFF_S doubling, to BACKOFF_MAX_S), so a process that
+cannot live forks a few times a minute, not forever in a loop.
 
 SIGTERM, SIGINT and SIGHUP stop the server gracefully: the parent sends SIGTERM to every process,
 each finishes the requests in flight, and the parent exits with 0 when all have ended with 0, 1
@@ -48,7 +52,9 @@ from aml_retriever.storage.store import Store
 log = logging.getLogger("aml_retriever.server")
 PR_SET_PDEATHSIG = 1  # prctl(2)
 QUICK_DEATH_S = 1.0  # a server process that ends sooner than this after its fork died "quickly"
-CRASH_LIMIT = 5  # quick deaths in a row, of one process number, that stop the server
+CRASH_LIMIT = 5  # quick exits in a row, of one process number, that stop the server
+BACKOFF_S = 0.5  # the wait before replacing one killed quickly, doubled at each quick death
+BACKOFF_MAX_S = 30.0
 START_FAILED = 3  # a server process's exit status when its server could not be built
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 HANDLED = (*STOP_SIGNALS, signal.SIGUSR1, signal.SIGCHLD)
@@ -103,6 +109,7 @@ class Supervisor:
         self.pid = os.getpid()
         self.workers: dict[int, Worker] = {}  # by pid
         self.quick_deaths = [0] * config.processes  # in a row, by process number
+        self.due: dict[int, float] = {}  # process number -> when it is started again
         self.stopping = False
         self.failed = False
         self._signals: deque[int] = deque()
@@ -119,11 +126,13 @@ class Supervisor:
             for process in range(self.config.processes):
                 if not self.stopping:
                     self._start(process, replacement=False)
-            while self.workers:
+            while self.workers or self.due:
                 self._take_signals()
                 self._reap()
-                if self.workers:
-                    select.select([self._wake[0]], [], [], 1.0)  # a signal (SIGCHLD too) wakes it
+                self._start_due()
+                if self.workers or self.due:
+                    wait = min([1.0, *(at - time.monotonic() for at in self.due.values())])
+                    select.select([self._wake[0]], [], [], max(0.0, wait))  # a signal wakes it
                     _drain(self._wake[0])
         finally:
             signal.set_wakeup_fd(previous_wake)
@@ -151,6 +160,7 @@ class Supervisor:
     def stop(self, failed: bool = False) -> None:
         """Stop every server process gracefully (again, if asked again); replace none."""
         self.failed = self.failed or failed
+        self.due.clear()
         if not self.stopping:
             self.stopping = True
             self.listener.close()  # once the processes have closed theirs, the port is free
@@ -246,14 +256,28 @@ class Supervisor:
             return
         quick = time.monotonic() - worker.started < QUICK_DEATH_S
         self.quick_deaths[process] = self.quick_deaths[process] + 1 if quick else 0
-        if self.quick_deaths[process] >= CRASH_LIMIT:
+        if self.quick_deaths[process] >= CRASH_LIMIT and not os.WIFSIGNALED(status):
             log.error("server process %d (pid %d) %s: %d times in a row within %g s of "
                       "starting; stopping the server", process, pid, how, CRASH_LIMIT,
                       QUICK_DEATH_S)
             self.stop(failed=True)
             return
-        log.warning("server process %d (pid %d) %s; starting a new one", process, pid, how)
-        self._start(process, replacement=True)
+        if not quick:
+            log.warning("server process %d (pid %d) %s; starting a new one", process, pid, how)
+            self._start(process, replacement=True)
+            return
+        wait = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (self.quick_deaths[process] - 1))
+        log.warning("server process %d (pid %d) %s within %g s of starting; starting a new one "
+                    "in %g s", process, pid, how, QUICK_DEATH_S, wait)
+        self.due[process] = time.monotonic() + wait
+
+    def _start_due(self) -> None:
+        """Start the replacements whose wait is over."""
+        now = time.monotonic()
+        for process in [p for p, at in self.due.items() if at <= now]:
+            del self.due[process]
+            if not self.stopping:
+                self._start(process, replacement=True)
 
 
 def describe(status: int) -> str:
