@@ -233,3 +233,52 @@ def test_a_server_starts_on_a_full_disk_and_serves_reads(tiny_disk):
     finally:
         client.close()
         app.stop()
+
+
+def test_a_user_left_at_an_earlier_schema_is_read_on_a_full_disk_and_upgraded_later(tiny_disk):
+    """Upgrading the program on a full disk: a user file still at an earlier schema cannot be
+    upgraded (that writes), and was 507 for reads too. Now it is read from an upgraded copy in
+    memory; writes are 507; once space is back, its file is upgraded on the next open."""
+    from old_schema import take_back
+
+    from aml_retriever.storage.migrations import SHARD_MIGRATIONS
+
+    app = start_app(tiny_disk)
+    client = Client(app.port)
+    fill(client, "bob", 5)
+    fill(client, "ann", 5)
+    client.close()
+    app.stop()
+    for user in ("bob", "ann"):
+        take_back(user_file(tiny_disk / "aml.db", user), 8)
+    app = start_app(tiny_disk)
+    client = Client(app.port)
+    try:
+        assert len(client.contents("ann", "orchids", top_k=20)) > 0  # upgraded while there is room
+        for i in range(400):  # fill the disk
+            if client.add("filler", f"r{i}", ["z" * 4000] * 20).status != 200:
+                break
+        assert client.add("filler", "one more", ["z" * 4000] * 20).status == 507  # populated
+        found = "\n".join(client.contents("bob", "orchids", top_k=20))
+        assert all(f"bob note {i} " in found for i in range(5))  # read at its old schema
+        assert client.add("bob", "late", ["a late note"]).status == 507
+        assert schema_of(user_file(tiny_disk / "aml.db", "bob")) == 8  # no room to upgrade
+        assert client.request("DELETE", "/users/filler").status == 200  # space again
+        assert len(client.contents("bob", "orchids", top_k=20)) > 0
+        assert schema_of(user_file(tiny_disk / "aml.db", "bob"), whole=True) == len(SHARD_MIGRATIONS)
+        assert client.add("bob", "later", ["a later note"]).status == 200
+    finally:
+        client.close()
+        app.stop()
+
+
+def schema_of(path: Path, whole: bool = False) -> int:
+    """A file's schema version: of the file alone, read without making its shared-memory file
+    (a full disk), or `whole`, with its write-ahead log (there is room)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path if whole else f"{path.as_uri()}?mode=ro&immutable=1", uri=not whole)
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from aml_retriever.common.errors import Overloaded, StorageFull
 from aml_retriever.storage import resources
 from aml_retriever.storage.schema import Schema
 
@@ -43,6 +44,8 @@ class Connections:
         self._opened_lock = threading.Lock()
         # Which file each open connection was opened on: (path, device, inode).
         self._files: dict[int, tuple[Path, int, int]] = {}
+        # Connections to a copy in memory of a file that could not be upgraded (`_read_copy`).
+        self._copies: set[int] = set()
 
     @property
     def opened(self) -> list[sqlite3.Connection]:
@@ -75,6 +78,14 @@ class Connections:
         """Close every idle connection to one file (before it is moved or removed)."""
         for conn in self._idle.take_file(path):
             self._close(conn)
+
+    def check_writable(self, conn: sqlite3.Connection) -> None:
+        """Refuse a write that cannot be kept: one to a copy in memory (`_read_copy`: the disk
+        is full), or to a file another process removed meanwhile (`current`)."""
+        if id(conn) in self._copies:
+            raise resources.storage_full()
+        if not self.current(conn):
+            raise Overloaded("the user's file was removed while this request waited; retry")
 
     def current(self, conn: sqlite3.Connection) -> bool:
         """Whether the file a connection was opened on is still the one at its path: a file
@@ -118,8 +129,10 @@ class Connections:
             conn.close()
 
     def _give_back(self, path: Path, conn: sqlite3.Connection) -> None:
-        # A block left inside a transaction (an error between BEGIN and its end) is not reused.
-        evicted = [conn] if conn.in_transaction else self._idle.give(path, conn)
+        # A block left inside a transaction (an error between BEGIN and its end) is not reused;
+        # nor is a copy in memory: the next read tries the upgrade again.
+        evicted = [conn] if conn.in_transaction or id(conn) in self._copies \
+            else self._idle.give(path, conn)
         for old in evicted:
             self._close(old)
 
@@ -135,6 +148,11 @@ class Connections:
             if not self._schema.bring_user_file(conn, path, create):
                 conn.close()
                 return None
+        except sqlite3.Error as exc:
+            if create or not isinstance(resources.cause(exc), StorageFull):
+                conn.close()
+                raise
+            return self._read_copy(conn, path)
         except BaseException:
             conn.close()
             raise
@@ -143,6 +161,38 @@ class Connections:
             self._opened.append(conn)
             self._files[id(conn)] = (path, found.st_dev, found.st_ino)
         return conn
+
+    def _read_copy(self, conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+        """A file that cannot be opened for want of space (at an earlier schema, its upgrade
+        writes; after a clean close, even its shared-memory file must be made), copied into
+        memory and upgraded there, for reads only (`check_writable` refuses writes: 507): a
+        user untouched since an upgrade of the program stays readable on a full disk. Its file
+        is upgraded by the first open once space is back. The copy costs the file's size in
+        memory for the one request; never pooled. Not when its write-ahead log holds commits
+        the file does not (507, as before)."""
+        conn.close()
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise resources.storage_full()  # commits not in the file yet: a copy would miss them
+        copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            # Read as it is on disk, whole (no write-ahead log holds anything): in WAL mode even
+            # a read-only open makes the shared-memory file, which a full disk refuses.
+            source = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
+            try:
+                source.backup(copy)
+            finally:
+                source.close()
+            copy.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
+            copy.execute("PRAGMA temp_store = MEMORY")
+            self._schema.bring_user_file(copy, path, create=False)
+        except BaseException:
+            copy.close()
+            raise
+        with self._opened_lock:
+            self._opened.append(copy)
+            self._copies.add(id(copy))
+        return copy
 
     def _configure(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
@@ -161,6 +211,7 @@ class Connections:
             if conn in self._opened:
                 self._opened.remove(conn)
             self._files.pop(id(conn), None)
+            self._copies.discard(id(conn))
         conn.close()
 
 

@@ -124,7 +124,8 @@ class Store:
     # ---- transactions (transactions.py) --------------------------------------------------
 
     def write(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
-        return transactions.write(conn, self._checkpoints.mark_dirty, self._connections.current)
+        return transactions.write(conn, self._checkpoints.mark_dirty,
+                                  self._connections.check_writable)
 
     def read(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
         return transactions.read(conn)

@@ -9,23 +9,23 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from aml_retriever.common.errors import Overloaded
-
 
 @contextmanager
 def write(conn: sqlite3.Connection, committed: Callable[[sqlite3.Connection], None],
-          current: Callable[[sqlite3.Connection], bool] = lambda conn: True
+          writable: Callable[[sqlite3.Connection], None] = lambda conn: None
           ) -> Iterator[sqlite3.Connection]:
     """One write transaction, taken up front so concurrent writers of a user serialise.
     The caller acknowledges only after this block returns: the commit is durable then.
     `committed` is told of the connection after the commit (its file now needs a checkpoint).
-    `current`: whether the connection's file is still the user's (pool.Connections.current),
-    asked once the write lock is held: a write to a file removed meanwhile would be lost, so
-    it is refused, 503 to retry, and nothing is acknowledged."""
+    `writable` refuses a write that could not be kept (pool.Connections.check_writable), asked
+    once the write lock is held: to a file removed meanwhile (503 to retry), to a copy in
+    memory of a file a full disk left at an earlier schema (507); nothing is acknowledged."""
     conn.execute("BEGIN IMMEDIATE")
-    if not current(conn):
+    try:
+        writable(conn)
+    except BaseException:
         conn.execute("ROLLBACK")
-        raise Overloaded("the user's file was removed while this request waited; retry")
+        raise
     try:
         yield conn
     except BaseException:
