@@ -333,15 +333,17 @@ def _print_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(args: argparse.Namespace, reindexing: bool = True) -> tuple[Store, Config]:
+def _store(args: argparse.Namespace, reindexing: bool = True,
+           read_only: bool = False) -> tuple[Store, Config]:
     """The existing store a whole-store command works on (never created here: a mistyped --db
     is an error, not an empty store). Only `reindex` needs the index settings; the others work
-    on any store whatever settings built it."""
+    on any store whatever settings built it. `read_only`: a command that only reads opens it
+    so, and works where the user may not write."""
     given = {s.name: getattr(args, s.name, None) for s in SETTINGS if s.changes_index}
     config = load({"db_path": args.db, **given}, args.config)
     _require_store(config.db_path)
     return Store(config.db_path, retrieval=config.retrieval(),
-                 reindexing=reindexing), config
+                 reindexing=reindexing, read_only=read_only), config
 
 
 def _delete_user(args: argparse.Namespace) -> int:
@@ -364,7 +366,7 @@ def _purge(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    store, _ = _store(args)
+    store, _ = _store(args, read_only=True)
     try:
         _print(MemoryService(store).stats())
     finally:
@@ -419,10 +421,11 @@ def _require_store(path: str) -> None:
 
 
 @contextmanager
-def _service(args: argparse.Namespace) -> Iterator[MemoryService]:
-    """The existing store --db names (any index settings: nothing is searched), closed after."""
+def _service(args: argparse.Namespace, read_only: bool = False) -> Iterator[MemoryService]:
+    """The existing store --db names (any index settings: nothing is searched), closed after;
+    `read_only` for a command that only reads."""
     _require_store(args.db)
-    store = Store(args.db, reindexing=True)
+    store = Store(args.db, reindexing=True, read_only=read_only)
     try:
         yield MemoryService(store)
     finally:
@@ -500,7 +503,7 @@ def _export(args: argparse.Namespace) -> int:
             out.write(text.encode("utf-8"))
         return 0
     parse_user({"user_id": args.user})
-    with _service(args) as service:
+    with _service(args, read_only=True) as service:
         with service.store.connection(args.user, create=False) as conn:
             known = conn is not None
         if not known:  # nothing written, not even an empty file: a misspelt id says so

@@ -10,13 +10,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from aml_retriever.cli import main
 from aml_retriever.memory.service import MemoryService
-from aml_retriever.memory.validation import AddRequest, Message
+from aml_retriever.memory.validation import AddRequest, Message, parse_add
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,3 +144,38 @@ def test_a_closed_pipe_ends_the_command_quietly():
     _, err = reader.communicate(timeout=60)
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
     assert err == b""  # quietly: the reader going away is no error of the command
+
+
+@pytest.fixture
+def read_only_store(tmp_path: Path) -> Iterator[Path]:
+    """A store of one user, seen through a read-only bind mount (needs root; skipped
+    otherwise): the user may read every file and write none."""
+    source, seen = tmp_path / "rw", tmp_path / "ro"
+    source.mkdir()
+    seen.mkdir()
+    svc = MemoryService.open(str(source / "aml.db"))
+    svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s",
+                       "messages": [{"role": "user", "content": "a note about orchids"}]}, 200))
+    svc.close()
+    for command in (["mount", "--bind", str(source), str(seen)],
+                    ["mount", "-o", "remount,ro,bind", str(seen)]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", str(seen)], capture_output=True)
+            pytest.skip(f"cannot make a read-only mount here ({done.stderr.strip()}); needs root")
+    try:
+        yield seen / "aml.db"
+    finally:
+        subprocess.run(["umount", "-l", str(seen)], check=False)
+
+
+def test_read_only_commands_work_on_a_store_the_user_cannot_write(read_only_store, capsys):
+    """`stats` and `export` open the store read only (they said "permission denied ... cannot
+    be written"); a command that writes still says it cannot, in one line (the control)."""
+    assert main(["stats", "--db", str(read_only_store)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 1
+    assert main(["export", "--db", str(read_only_store), "--user", "u"]) == 0
+    assert "a note about orchids" in capsys.readouterr().out
+    assert main(["delete-user", "--db", str(read_only_store), "--user", "u"]) != 0
+    err = capsys.readouterr().err
+    assert "cannot be written" in err and "Traceback" not in err

@@ -52,6 +52,25 @@ def test_local_memory_lives_in_the_project_and_global_memory_in_the_given_root(m
     assert (tmp_path / "account").stat().st_mode & 0o777 == 0o700
 
 
+def test_the_project_memory_stays_out_of_git(memory, tmp_path):
+    """`git status` in the project lists nothing of .aml/ (it showed the folder untracked),
+    and the project's own files are listed as ever (the control)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "notes.txt").write_text("a file of the project")
+    memory.remember("The project uses Poetry.")
+    listed = subprocess.run(["git", "-C", str(project), "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "notes.txt" in listed and ".aml" not in listed
+    assert (project / ".aml" / "memory.db").is_file()
+
+
 def test_reading_a_memory_never_written_creates_no_file(memory, tmp_path):
     assert memory.recall("anything")["results"] == []
     assert memory.recent()["results"] == []

@@ -132,6 +132,10 @@ def default_global_root(environ: Mapping[str, str] | None = None, platform: str 
     return home / ".local" / "share" / APP_NAME
 
 
+# What DIR/.aml/.gitignore holds: everything in the folder, itself included, is ignored.
+LOCAL_GITIGNORE = "# Written by aml_retriever: the project memory is not source.\n*\n"
+
+
 def local_store(project_root: Path) -> Path:
     return project_root / ".aml" / STORE_NAME
 
@@ -485,6 +489,11 @@ class ScopedMemory:
             return None
         if scope == "global" and not path.parent.exists():
             path.parent.mkdir(mode=0o700, parents=True)  # the account's memory is private to it
+        if scope == "local" and not path.parent.exists():
+            path.parent.mkdir(parents=True)
+            # The project's memory is not its source: git leaves the folder out without an
+            # edit to the project's own .gitignore (the folder showed up untracked).
+            (path.parent / ".gitignore").write_text(LOCAL_GITIGNORE, encoding="utf-8")
         service = self._services[scope] = MemoryService.open(
             str(path), retrieval=self.retrieval, synchronous=self.synchronous)
         service.store.hold_shared()  # so `purge` refuses to remove the files under this server

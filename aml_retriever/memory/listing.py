@@ -376,7 +376,7 @@ def _read_user(path: Path) -> tuple[tuple[int, str] | None, dict[str, Any] | Non
     emptied by deletion), is being made, or cannot be read (set aside by the next request that
     touches it)."""
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(resources.read_only_uri(path), uri=True)
     except sqlite3.Error:
         return None, None
     try:

@@ -94,7 +94,7 @@ def _prev(conn: sqlite3.Connection, message_id: int) -> int | None:
 
 def _counts(path: Path) -> tuple[int, int, int]:
     """A user file's message, session and request counts, read only."""
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(resources.read_only_uri(path), uri=True)
     try:
         return conn.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM "
                             "sessions), (SELECT count(*) FROM requests)").fetchone()

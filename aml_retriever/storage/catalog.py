@@ -21,6 +21,7 @@ from pathlib import Path
 from aml_retriever.analysis.tokenizer import FTS_TOKENIZE
 from aml_retriever.common.errors import StoreError
 from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, INDEX_SETTINGS, RetrievalConfig
+from aml_retriever.storage import resources
 from aml_retriever.storage.schema import CATALOG, Schema
 
 
@@ -44,8 +45,12 @@ class Catalog:
         self.schema = Schema(path, self.index_identity)
         self.cursor_key = b""  # read from the catalog by `open`
 
-    def open(self) -> None:
-        """Make, migrate or check the catalog; a StoreError says why it cannot be used."""
+    def open(self, read_only: bool = False) -> None:
+        """Make, migrate or check the catalog (`read_only`: only check it, writing nothing); a
+        StoreError says why it cannot be used."""
+        if read_only:
+            self._open_read_only()
+            return
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a store file", "db")
         try:
@@ -60,6 +65,23 @@ class Catalog:
                 self._check_index_identity(conn)
                 self._record_settings(conn)
                 self.cursor_key = self._cursor_key(conn)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(self._unusable(exc), "db") from None
+
+    def _open_read_only(self) -> None:
+        if not self.path.is_file():
+            raise StoreError(f"{self.path} is not a store file", "db")
+        try:
+            conn = sqlite3.connect(resources.read_only_uri(self.path), uri=True, isolation_level=None)
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] != CATALOG.version:
+                    raise StoreError(f"{self.path} must be upgraded by this version first, which "
+                                     "writes: open it once with write access (e.g. `check`)", "db")
+                self.schema.migrate(conn, CATALOG)  # only checks what it is: it is current
+                found = conn.execute("SELECT value FROM meta WHERE key = 'cursor_key'").fetchone()
+                self.cursor_key = bytes.fromhex(found[0]) if found else b""
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:

@@ -36,8 +36,10 @@ SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
 class Connections:
     """Every open connection to a store's user files: leased to one thread, or idle in the pool."""
 
-    def __init__(self, schema: Schema, synchronous: str, idle_connections: int) -> None:
+    def __init__(self, schema: Schema, synchronous: str, idle_connections: int,
+                 read_only: bool = False) -> None:
         self.synchronous = synchronous
+        self.read_only = read_only  # every file opened read only, nothing ever written
         self._schema = schema
         self._idle = _Pool(idle_connections)
         self._opened: list[sqlite3.Connection] = []
@@ -82,7 +84,7 @@ class Connections:
     def check_writable(self, conn: sqlite3.Connection) -> None:
         """Refuse a write that cannot be kept: one to a copy in memory (`_read_copy`: the disk
         is full), or to a file another process removed meanwhile (`current`)."""
-        if id(conn) in self._copies:
+        if id(conn) in self._copies or self.read_only:
             raise resources.storage_full()
         if not self.current(conn):
             raise Overloaded("the user's file was removed while this request waited; retry")
@@ -137,19 +139,26 @@ class Connections:
             self._close(old)
 
     def _open(self, path: Path, create: bool) -> sqlite3.Connection | None:
-        if create:
+        if self.read_only:
+            if create:
+                raise resources.storage_full()
+            conn = sqlite3.connect(resources.read_only_uri(path), uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        elif create:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         else:
             conn = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, isolation_level=None,
                                    check_same_thread=False)
         try:
-            self._configure(conn)
+            if not self.read_only:
+                self._configure(conn)
             if not self._schema.bring_user_file(conn, path, create):
                 conn.close()
                 return None
         except sqlite3.Error as exc:
-            if create or not isinstance(resources.cause(exc), StorageFull):
+            cannot_write = self.read_only or isinstance(resources.cause(exc), StorageFull)
+            if create or not cannot_write:
                 conn.close()
                 raise
             return self._read_copy(conn, path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from pathlib import Path
 
 from aml_retriever.common.errors import AmlError, Overloaded, StorageFull, UserStoreDamaged
 
@@ -75,3 +76,14 @@ def out_of_descriptors() -> bool:
         for fd in opened:
             os.close(fd)
     return False
+
+
+def read_only_uri(path: Path) -> str:
+    """The URI a file is opened read only by. Where its folder may not be written (a read-only
+    mount, another user's store) SQLite cannot make the shared-memory file even a read-only
+    open of a WAL file needs: the file is then read as it is on disk (`immutable`), which is
+    all of it when its write-ahead log holds nothing (a log that does, it cannot read)."""
+    wal = Path(f"{path}-wal")
+    if os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
+        return f"{path.as_uri()}?mode=ro"
+    return f"{path.as_uri()}?mode=ro&immutable=1"

@@ -38,18 +38,22 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL",
                  retrieval: RetrievalConfig | None = None, reindexing: bool = False,
-                 idle_connections: int = IDLE_CONNECTIONS) -> None:
+                 idle_connections: int = IDLE_CONNECTIONS, read_only: bool = False) -> None:
         # Absolute, so file URIs (read-only opens) work and a later chdir changes nothing.
         self.path = Path(os.path.abspath(path))
         self.shard_dir = Path(str(self.path) + ".users")
         self._catalog = Catalog(self.path, retrieval or RetrievalConfig(), reindexing)
         self.index_identity = self._catalog.index_identity
         self._lock = ServerLock(self.path)
-        self._connections = Connections(self._catalog.schema, synchronous, idle_connections)
+        self._connections = Connections(self._catalog.schema, synchronous, idle_connections,
+                                        read_only)
         self._files = UserFiles(self.shard_dir, self._connections)
         self._checkpoints = Checkpoints(self._connections)
-        self._catalog.open()
-        self._files.make_directory()
+        # `read_only`: for the commands that only read (stats, export), which must work on a
+        # store this user may read but not write (a read-only mount, another user's files).
+        self._catalog.open(read_only)
+        if not read_only:
+            self._files.make_directory()
 
     @property
     def synchronous(self) -> str:
