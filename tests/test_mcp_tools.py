@@ -1,10 +1,13 @@
 """The MCP tools in process: their schemas are valid JSON Schema that any client accepts, every
 argument is checked by name (the checker agrees with a JSON Schema validator), every refusal is a
 tool error telling the agent what to do, results match their output schemas, and recall, recent
-and history answer within a word budget by default."""
+and history answer within a word budget by default. tools/list, which an agent pays for in every
+session, is at most half what it was, and still says everything it said besides prose."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -16,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aml_retriever.agents.mcp_server import (
+    ANNOTATION_DEFAULTS,
     MAX_CONTENT_CHARS,
     MAX_QUERY_CHARS,
     PROTOCOL_VERSIONS,
@@ -58,13 +62,213 @@ def test_tool_names_and_schemas_are_valid_and_narrow(server):
         assert inputs["additionalProperties"] is False
         # Some clients refuse combinators at the top of an input schema.
         assert not {"oneOf", "anyOf", "allOf"} & set(inputs)
-        assert all(p.get("description") for p in inputs["properties"].values())
-        assert len(tool["description"]) > 80 and tool["title"] == tool["annotations"]["title"]
+        # A description where name and schema do not say it all; none that is empty.
+        assert all(p.get("description", "x") for p in inputs["properties"].values())
+        assert len(tool["description"]) > 60 and tool["title"]
+        assert "title" not in tool["annotations"]  # said once, as the tool's title
         if tool["name"] in ("recall", "recent", "history"):  # bounded, and saying so
             assert inputs["properties"]["max_words"]["maximum"] == MAX_WORDS
-            assert "max_words" in tool["description"] and "never cut" in tool["description"]
+            assert "Whole" in tool["description"] and "max_words" in tool["description"]
+            assert "omitted counts the rest" in tool["description"]
             assert {"omitted", "words", "note"} <= set(tool["outputSchema"]["properties"])
             assert "omitted" not in tool["outputSchema"]["required"]
+
+
+# ---- what tools/list costs an agent, and what it still says -----------------------------------
+
+# tools/list at the newest revision before its descriptions were cut, as the server writes it
+# (compact JSON, UTF-8): 22,283 bytes, 5,332 o200k_base tokens.
+BEFORE_BYTES, BEFORE_TOKENS = 22_283, 5_332
+# The o200k_base vocabulary as tests/test_tokens.py builds it (shipped by the test-only package
+# bpe-openai, so nothing is downloaded; checked against the hash tiktoken publishes).
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+
+@pytest.fixture(scope="module")
+def o200k(tmp_path_factory: pytest.TempPathFactory):
+    tiktoken = pytest.importorskip("tiktoken", reason="the oracle needs the test-only package "
+                                   "tiktoken (scripts/run_tests.sh installs it)")
+    bpe_openai = pytest.importorskip("bpe_openai", reason="the oracle's vocabulary ships in the "
+                                     "test-only package bpe-openai (scripts/run_tests.sh installs it)")
+    source = Path(bpe_openai.__file__).parent / "data" / "o200k_base.tiktoken.gz"
+    if not source.exists():
+        pytest.skip("this bpe-openai ships no o200k_base vocabulary")
+    data = gzip.decompress(source.read_bytes())
+    if hashlib.sha256(data).hexdigest() != O200K_SHA256:
+        pytest.skip("the shipped vocabulary is not o200k_base as tiktoken publishes it")
+    path = tmp_path_factory.mktemp("o200k") / "o200k_base.tiktoken"
+    path.write_bytes(data)
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(path), expected_hash=O200K_SHA256)
+    return tiktoken.Encoding(name="o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018})
+
+
+def listed(server: McpServer) -> dict[str, Any]:
+    return server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]
+
+
+def as_written(result: dict[str, Any]) -> str:
+    """As StdioTransport writes it."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_tools_list_is_at_most_half_its_former_size_in_bytes(server):
+    """Before: 22,283 bytes (23,474 as json.dumps writes it with its default spaces, the 23.5 KB
+    an outside tester measured). At most half of each now."""
+    result = listed(server)
+    assert len(as_written(result).encode("utf-8")) <= BEFORE_BYTES // 2
+    assert len(json.dumps(result).encode("utf-8")) <= 23_474 // 2
+
+
+def test_tools_list_is_at_most_half_its_former_size_in_tokens(server, o200k):
+    """Before: 5,332 o200k_base tokens. At most half now."""
+    assert len(o200k.encode(as_written(listed(server)), disallowed_special=())) <= BEFORE_TOKENS // 2
+
+
+# What tools/list said before its descriptions were cut, descriptions aside: every argument's
+# schema (type, enum, default, bounds, pattern), the required lists, the answers' schemas, the
+# titles and the hints. All of it must still be said.
+_TEXT = {"type": "string", "minLength": 1, "pattern": r"\S"}
+_ID = {"type": "string", "pattern": "^(local|global):[1-9][0-9]{0,17}$"}
+_SCOPE = {"type": "string", "enum": ["local", "global"]}
+_KIND = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$"}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}
+_MAX_WORDS = {"type": "integer", "minimum": 1, "maximum": 4000, "default": 2000}
+_TIME = {"type": "string", "minLength": 4, "maxLength": 40,
+         "pattern": r"^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:?\d{2})?)?$"}
+_FLAG = {"type": "boolean"}
+BEFORE_ARGUMENTS = {
+    "remember": {"content": {**_TEXT, "maxLength": 10_000}, "scope": _SCOPE, "kind": _KIND,
+                 "origin": {"type": "string", "enum": ["user", "agent"]}, "force": _FLAG},
+    "update": {"id": _ID, "content": {**_TEXT, "maxLength": 10_000}, "kind": _KIND},
+    "recall": {"query": {**_TEXT, "maxLength": 2_000}, "limit": _LIMIT, "scope": _SCOPE,
+               "kind": _KIND, "as_of": _TIME, "since": _TIME, "until": _TIME,
+               "include_history": _FLAG, "include_proposed": _FLAG, "max_words": _MAX_WORDS},
+    "forget": {"id": _ID, "text": {**_TEXT, "maxLength": 10_000}, "scope": _SCOPE},
+    "recent": {"limit": _LIMIT, "scope": _SCOPE, "kind": _KIND,
+               "cursor": {"type": "string", "minLength": 1, "maxLength": 200,
+                          "pattern": "^[A-Za-z0-9_-]+$"}, "max_words": _MAX_WORDS},
+    "history": {"id": _ID, "limit": _LIMIT, "max_words": _MAX_WORDS},
+    "handoff": {"content": {**_TEXT, "maxLength": 10_000}},
+}
+BEFORE_REQUIRED = {"remember": ["content"], "update": ["id", "content"], "recall": ["query"],
+                   "forget": [], "recent": [], "history": ["id"], "handoff": []}
+_STRING = {"type": "string"}
+_COUNT = {"type": "integer", "minimum": 0}
+_FIELDS = {"id": _STRING, "scope": _SCOPE, "content": _STRING, "kind": _STRING, "time": _STRING,
+           "valid_from": _STRING, "origin": {"type": "string", "enum": ["user", "agent"]},
+           "trust": {"type": "string", "enum": ["confirmed", "proposed"]},
+           "superseded_by": _STRING}
+_REQUIRED = ["id", "scope", "content", "kind", "time", "valid_from", "origin", "trust"]
+_STATEMENT = {"type": "object", "properties": _FIELDS, "required": _REQUIRED}
+_CHANGED = {"type": "object", "properties": {"statement": _STATEMENT, "replayed": _FLAG,
+                                             "note": _STRING, "replaced": _STATEMENT},
+            "required": ["statement", "replayed"]}
+_BUDGET = {"omitted": _COUNT, "words": _COUNT, "note": _STRING}
+_STRINGS = {"type": "array", "items": _STRING}
+BEFORE_OUTPUTS = {
+    "remember": _CHANGED,
+    "update": _CHANGED,
+    "recall": {"type": "object", "properties": {
+        "results": {"type": "array", "items": {
+            "type": "object", "properties": {**_FIELDS, "score": {"type": "number"},
+                                             "why": _STRINGS, "matched": _STRINGS},
+            "required": [*_REQUIRED, "score", "why", "matched"]}}, **_BUDGET},
+        "required": ["results"]},
+    "forget": {"type": "object", "properties": {"forgotten": _STATEMENT},
+               "required": ["forgotten"]},
+    "recent": {"type": "object", "properties": {
+        "results": {"type": "array", "items": _STATEMENT},
+        "next_cursor": {"type": ["string", "null"]}, **_BUDGET},
+        "required": ["results", "next_cursor"]},
+    "history": {"type": "object", "properties": {
+        "versions": {"type": "array", "items": _STATEMENT},
+        "events": {"type": "array", "items": {"type": "object", "properties": {
+            "seq": {"type": "integer"}, "at": _STRING, "action": _STRING, "actor": _STRING,
+            "message_ids": _STRINGS, "content_hash": _STRING}}},
+        **_BUDGET, "omitted_events": _COUNT}, "required": ["versions", "events"]},
+    "handoff": {"type": "object", "properties": {"handoff": {"type": ["object", "null"]},
+                                                 "replaced": _STATEMENT},
+                "required": ["handoff"]},
+}
+TITLES = {"remember": "Remember a statement", "update": "Update a statement",
+          "recall": "Recall statements", "forget": "Forget a statement",
+          "recent": "Recent statements", "history": "History of a statement",
+          "handoff": "Hand off to the next session"}
+_WRITES = {"readOnlyHint": False, "openWorldHint": False}
+_READS = {"readOnlyHint": True, "openWorldHint": False}
+BEFORE_HINTS = {"remember": {**_WRITES, "destructiveHint": False, "idempotentHint": True},
+                "update": {**_WRITES, "destructiveHint": False, "idempotentHint": True},
+                "recall": _READS,
+                "forget": {**_WRITES, "destructiveHint": True, "idempotentHint": True},
+                "recent": _READS, "history": _READS,
+                "handoff": {**_WRITES, "destructiveHint": False, "idempotentHint": True}}
+
+
+def facts(schema: Any, definitions: dict[str, Any] | None = None) -> Any:
+    """A schema without its descriptions, its references to its own $defs written out."""
+    if isinstance(schema, list):
+        return [facts(item, definitions) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    definitions = {**(definitions or {}), **schema.get("$defs", {})}
+    if "$ref" in schema:
+        return facts(definitions[schema["$ref"].removeprefix("#/$defs/")], definitions)
+    return {key: facts(value, definitions) for key, value in schema.items()
+            if key not in ("description", "$defs")}
+
+
+def hints(annotations: dict[str, Any]) -> dict[str, Any]:
+    """The hints a client reads: one left out has the default the MCP specification gives it."""
+    return {**ANNOTATION_DEFAULTS, **{k: v for k, v in annotations.items() if k != "title"}}
+
+
+def test_every_tool_argument_and_answer_says_what_it_said_before(server):
+    """Cutting the descriptions lost nothing else: the same tools, each with a description, the
+    same arguments with the same schema keys, enums, defaults and bounds, the same required lists,
+    the same answers, titles and hints."""
+    tools = listed(server)["tools"]
+    assert [t["name"] for t in tools] == list(BEFORE_ARGUMENTS)
+    for tool in tools:
+        name = tool["name"]
+        assert isinstance(tool["description"], str) and tool["description"].strip()
+        properties = tool["inputSchema"]["properties"]
+        assert facts(properties) == BEFORE_ARGUMENTS[name], name
+        assert all(isinstance(p.get("description", "x"), str) and p.get("description", "x").strip()
+                   for p in properties.values())
+        assert tool["inputSchema"]["required"] == BEFORE_REQUIRED[name]
+        assert tool["inputSchema"]["additionalProperties"] is False
+        assert facts(tool["outputSchema"]) == BEFORE_OUTPUTS[name], name
+        assert tool["title"] == TITLES[name]
+        assert hints(tool["annotations"]) == hints(BEFORE_HINTS[name]), name
+
+
+def test_the_facts_check_can_fail(server):
+    """A lost bound, enum value or required name, or an answer's field, is caught."""
+    tools = listed(server)["tools"]
+    recall = next(t for t in tools if t["name"] == "recall")
+    inputs = json.loads(json.dumps(recall["inputSchema"]["properties"]))
+    del inputs["limit"]["maximum"]
+    assert facts(inputs) != BEFORE_ARGUMENTS["recall"]
+    inputs = json.loads(json.dumps(recall["inputSchema"]["properties"]))
+    inputs["scope"]["enum"] = ["local"]
+    assert facts(inputs) != BEFORE_ARGUMENTS["recall"]
+    remember = next(t for t in tools if t["name"] == "remember")
+    output = json.loads(json.dumps(remember["outputSchema"]))
+    output["$defs"]["statement"]["required"].remove("trust")
+    assert facts(output) != BEFORE_OUTPUTS["remember"]
+    assert hints({"openWorldHint": False}) != hints(BEFORE_HINTS["remember"])
 
 
 def test_results_match_their_output_schemas_and_repeat_as_text(server):
@@ -223,6 +427,7 @@ def test_before_structured_output_tools_have_no_output_schema_or_title(server):
     assert answer["result"]["protocolVersion"] == "2025-03-26"
     tools = server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["result"]["tools"]
     assert all("outputSchema" not in t and "title" not in t for t in tools)
+    assert [t["annotations"]["title"] for t in tools] == [TITLES[t["name"]] for t in tools]
     result = call(server, "remember", content="Plain text only.")
     assert "structuredContent" not in result
     assert json.loads(result["content"][0]["text"])["statement"]["id"] == "local:1"

@@ -39,7 +39,6 @@ from aml_retriever import __version__
 from aml_retriever.agents.scopes import (
     DEFAULT_KIND,
     DEFAULT_MAX_WORDS,
-    HANDOFF_KIND,
     MAX_WORDS,
     SCOPES,
     AmbiguousText,
@@ -73,7 +72,8 @@ INSTRUCTIONS = (
     "Long-term memory that outlives the conversation. Call recent when a session starts; call "
     "recall before answering from what was said in earlier sessions; remember durable facts, "
     "decisions and preferences as short self-contained statements; forget what is wrong or "
-    "outdated. scope 'local' is this project's memory, 'global' the user's across projects.")
+    "outdated. scope 'local' is this project's memory, 'global' the user's across projects; "
+    "without scope, recall and recent read both.")
 
 
 # ---- tools ---------------------------------------------------------------------------------
@@ -112,48 +112,41 @@ def _conforms(value: Any, schema: dict[str, Any]) -> bool:
             and re.search(pattern, value) is not None)
 
 
-def _text(name: str, max_chars: int, description: str, what: str, hint: str = "") -> Argument:
-    return Argument(name, {"type": "string", "minLength": 1, "maxLength": max_chars,
-                           "pattern": r"\S", "description": description},
+def _described(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    """A schema with its description, or without one when name and schema say it all."""
+    return {**schema, "description": description} if description else schema
+
+
+def _text(name: str, max_chars: int, what: str, hint: str = "", description: str = "") -> Argument:
+    return Argument(name, _described({"type": "string", "minLength": 1, "maxLength": max_chars,
+                                      "pattern": r"\S"}, description),
                     f"must be {what}: a string of 1 to {max_chars} characters, not only "
                     f"whitespace{hint}")
 
 
-def _scope(description: str) -> Argument:
-    return Argument("scope", {"type": "string", "enum": list(SCOPES), "description": description},
+# What tools/list says is paid for by an agent in every session, so each description says only
+# what the schema beside it cannot, once across the tools (an agent reads them together): what
+# local and global are is said by remember's scope and INSTRUCTIONS, what a kind is by remember's
+# kind. docs/MCP.md holds the rest (the fields of a statement, the word budget).
+def _scope(description: str = "") -> Argument:
+    return Argument("scope", _described({"type": "string", "enum": list(SCOPES)}, description),
                     'must be "local" or "global"')
 
 
+SCOPE = _scope()  # recall's and recent's: both memories when left out (INSTRUCTIONS)
+
+
 LIMIT = Argument("limit", {"type": "integer", "minimum": 1, "maximum": TOP_K_MAX,
-                           "default": TOP_K_DEFAULT, "description": "How many statements at most."},
+                           "default": TOP_K_DEFAULT},
                  f"must be an integer from 1 to {TOP_K_MAX}")
 # The word budget of recall, recent and history (scopes.DEFAULT_MAX_WORDS says why this default).
 MAX_WORDS_ARGUMENT = Argument(
     "max_words", {"type": "integer", "minimum": 1, "maximum": MAX_WORDS,
-                  "default": DEFAULT_MAX_WORDS,
-                  "description": "The most words of statement text to answer (default "
-                                 f"{DEFAULT_MAX_WORDS}, at most {MAX_WORDS}), so the answer fits "
-                                 "what the host accepts: a statement that does not fit is left "
-                                 "out whole, never cut, and counted in omitted; the first is "
-                                 "always answered whole."},
+                  "default": DEFAULT_MAX_WORDS},
     f"must be an integer from 1 to {MAX_WORDS}")
-BUDGETED = (f" Answers hold at most max_words words of statement text (default {DEFAULT_MAX_WORDS}"
-            "): a statement is never cut; one that does not fit is left out and counted in "
-            "omitted, with a note saying how to read it; the first is always answered whole, and "
-            "words over max_words then says it alone is longer.")
-_BUDGET = {
-    "omitted": {"type": "integer", "minimum": 0,
-                "description": "Only when max_words (or history's limit) left something out, or "
-                               "the first statement alone is longer: how many statements "
-                               "(versions, for history) were left out whole."},
-    "words": {"type": "integer", "minimum": 0,
-              "description": "With omitted: the words of statement text answered, counted as "
-                             "max_words counts them."},
-    "note": {"type": "string", "description": "With omitted: what was left out and how to read "
-                                              "it (a narrower query, the cursor, max_words)."},
-}
-BOTH_SCOPES = ("Which memory: 'local' (this project) or 'global' (the user's, across projects). "
-               "Leave it out to use both.")
+BUDGETED = " Whole statements within max_words; omitted counts the rest."
+_BUDGET = {"omitted": {"type": "integer", "minimum": 0}, "words": {"type": "integer", "minimum": 0},
+           "note": {"type": "string"}}
 
 
 def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -173,51 +166,45 @@ def _time(name: str, description: str) -> Argument:
 
 
 STATEMENT_ID_ARGUMENT = Argument(
-    "id", {"type": "string", "pattern": "^(local|global):[1-9][0-9]{0,17}$",
-           "description": "The statement's id as recall or recent return it."},
+    "id", {"type": "string", "pattern": "^(local|global):[1-9][0-9]{0,17}$"},
     "must be a statement id as recall or recent return it, such as local:42")
-KIND = Argument("kind", {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]{0,31}$",
-                         "description": "Optional label, e.g. fact, preference, decision, identity "
-                                        f"(default {DEFAULT_KIND}). A query naming it favours "
-                                        f"statements of that kind; '{HANDOFF_KIND}' is reserved."},
-                "must be a short label: a letter, then at most 31 letters, digits, - or _ "
-                "(e.g. preference)")
-CONTENT = _text("content", MAX_CONTENT_CHARS, "The statement to remember, self-contained.",
-                "the statement to remember", "; split a longer text into several statements")
+KIND_PATTERN = "^[A-Za-z][A-Za-z0-9_-]{0,31}$"
+KIND_RULE = ("must be a short label: a letter, then at most 31 letters, digits, - or _ "
+             "(e.g. preference)")
+KIND = Argument("kind", {"type": "string", "pattern": KIND_PATTERN}, KIND_RULE)
+CONTENT = _text("content", MAX_CONTENT_CHARS, "the statement to remember",
+                "; split a longer text into several statements")
 
+# The answers' schemas: types, enums and required fields (docs/MCP.md says what each field means).
 _STATEMENT = {
-    "id": {"type": "string", "description": "The statement's id, e.g. local:42; forget takes it."},
+    "id": {"type": "string"},
     "scope": {"type": "string", "enum": list(SCOPES)},
-    "content": {"type": "string", "description": "The statement as it was remembered."},
+    "content": {"type": "string"},
     "kind": {"type": "string"},
-    "time": {"type": "string", "description": "When it was remembered, ISO 8601 UTC."},
-    "valid_from": {"type": "string", "description": "When it became true: a date the statement "
-                                                    "names, else when it was remembered."},
-    "origin": {"type": "string", "enum": list(ORIGINS),
-               "description": "user: a person said it; agent: an agent inferred it."},
-    "trust": {"type": "string", "enum": ["confirmed", "proposed"],
-              "description": "proposed: inferred and not yet confirmed by a person."},
-    "superseded_by": {"type": "string", "description": "The statement that replaced this one "
-                                                       "(only on replaced versions)."},
+    "time": {"type": "string"},
+    "valid_from": {"type": "string"},
+    "origin": {"type": "string", "enum": list(ORIGINS)},
+    "trust": {"type": "string", "enum": ["confirmed", "proposed"]},
+    "superseded_by": {"type": "string"},
 }
 STATEMENT = _object(_STATEMENT, ("superseded_by",))
-RECALLED = _object({**_STATEMENT,
-                    "score": {"type": "number", "description": "The share of the query's "
-                              "weight it holds, 0 to 1: each query word weighed by how rare it "
-                              "is in the memories, so a word every statement holds counts for "
-                              "almost nothing. Comparable across memories; higher is better."},
-                    "why": {"type": "array", "items": {"type": "string"},
-                            "description": "The signals that matched it."},
-                    "matched": {"type": "array", "items": {"type": "string"},
-                                "description": "The query's words it holds."}},
+RECALLED = _object({**_STATEMENT, "score": {"type": "number"},
+                    "why": {"type": "array", "items": {"type": "string"}},
+                    "matched": {"type": "array", "items": {"type": "string"}}},
                    ("superseded_by",))
-CHANGED = _object({"statement": STATEMENT, "replayed": {"type": "boolean"},
-                   "note": {"type": "string"}, "replaced": STATEMENT}, ("note", "replaced"))
+# remember and update answer up to two statements: both refer to one definition.
+CHANGED = {**_object({"statement": {"$ref": "#/$defs/statement"}, "replayed": {"type": "boolean"},
+                      "note": {"type": "string"}, "replaced": {"$ref": "#/$defs/statement"}},
+                     ("note", "replaced")), "$defs": {"statement": STATEMENT}}
 EVENT = {"type": "object", "properties": {
     "seq": {"type": "integer"}, "at": {"type": "string"}, "action": {"type": "string"},
     "actor": {"type": "string"}, "message_ids": {"type": "array", "items": {"type": "string"}},
     "content_hash": {"type": "string"}}}
-WRITES = {"readOnlyHint": False, "openWorldHint": False}
+# Tool hints; those equal to the MCP defaults (readOnlyHint false, destructiveHint true,
+# idempotentHint false, openWorldHint true) are left unsaid, as ANNOTATION_DEFAULTS.
+ANNOTATION_DEFAULTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
+                       "openWorldHint": True}
+WRITES = {"openWorldHint": False}
 READS = {"readOnlyHint": True, "openWorldHint": False}
 
 
@@ -233,7 +220,8 @@ class Tool:
     run: Callable[[ScopedMemory, dict[str, Any]], dict[str, Any]]
 
     def describe(self, structured: bool) -> dict[str, Any]:
-        """The tools/list entry; revisions before structured output get no title or outputSchema."""
+        """The tools/list entry; revisions before structured output get no outputSchema, and their
+        title among the annotations."""
         described: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -242,8 +230,8 @@ class Tool:
                             "required": list(self.required), "additionalProperties": False},
             "annotations": {"title": self.title, **self.annotations},
         }
-        if structured:
-            described.update(title=self.title, outputSchema=self.output)
+        if structured:  # the title once, where these revisions put it
+            described.update(title=described["annotations"].pop("title"), outputSchema=self.output)
         return described
 
     def parse(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -279,57 +267,38 @@ def _read(a: dict[str, Any], default: ReadFilter) -> ReadFilter:
 
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool("remember", "Remember a statement",
-         "Keep one statement in long-term memory so that later sessions can recall it. Write it "
-         "self-contained, as it should read later (e.g. 'The user prefers pytest over "
-         "unittest.'). scope 'local' (default) keeps it with this project only; 'global' keeps "
-         "it for the user across every project (who they are, standing preferences). "
-         "Remembering the same statement again (case and spacing aside) returns the stored one "
-         "(replayed: true) instead of a copy. When a fact changed, call update on the old "
-         "statement instead. origin 'agent' marks something you inferred rather than were told: "
-         "it stays proposed until a person confirms it. A statement that was forgotten or "
-         "rejected is refused unless force is true.",
+         "Store one self-contained statement for later sessions; a repeat returns the stored "
+         "one (replayed). For a changed fact, use update.",
          (CONTENT,
-          _scope("Where to keep it: 'local' (this project, the default) or 'global' (the "
-                 "user, across projects)."),
-          KIND,
+          _scope("local (default): this project; global: the user's, in all projects."),
+          Argument("kind", {**KIND.schema, "description": f"e.g. fact, preference; default "
+                                                          f"{DEFAULT_KIND}."}, KIND.rule),
           Argument("origin", {"type": "string", "enum": list(ORIGINS),
-                              "description": "user (default): a person said it; agent: you "
-                                             "inferred it (kept as proposed)."},
+                              "description": "agent if you inferred it: kept proposed until "
+                                             "a person confirms it."},
                    'must be "user" or "agent"'),
-          _flag("force", "Remember it even though it was forgotten or rejected before.")),
+          _flag("force", "Even if forgotten or rejected before.")),
          ("content",), CHANGED, {**WRITES, "destructiveHint": False, "idempotentHint": True},
          lambda memory, a: memory.remember(a["content"], a.get("scope", "local"),
                                            a.get("kind", DEFAULT_KIND), a.get("origin", "user"),
                                            a.get("force", False))),
     Tool("update", "Update a statement",
-         "Replace a statement whose fact changed with its new version (e.g. local:12 'The "
-         "project targets Python 3.10.' -> 'The project targets Python 3.12.'). The old version "
-         "leaves recall but stays in its history (history, or recall with include_history).",
+         "Replace a statement whose fact changed with its new version; the old one stays in "
+         "history.",
          (STATEMENT_ID_ARGUMENT, CONTENT, KIND),
          ("id", "content"), CHANGED, {**WRITES, "destructiveHint": False, "idempotentHint": True},
          lambda memory, a: memory.update(a["id"], a["content"], a.get("kind"))),
     Tool("recall", "Recall statements",
-         "Search memory for the statements most relevant to a query, best first. Searches this "
-         "project's (local) and the user's (global) memory together unless scope is given. When "
-         "a fact was restated over time, the newest statement comes first unless the query asks "
-         "about the past ('before', 'originally', 'in 2023'). Each result has its id, scope, "
-         "kind, times, trust, and why: the signals that matched it (lexical: shares words with "
-         "the query; coverage: holds most of its words; entity, number, date: shares a name, "
-         "number or date; speaker: its kind is named; segment: remembered together with other "
-         "matches; versions: the newest of statements about the same thing). as_of reads the "
-         "memory as it was at a past time; since and until keep statements true in that range."
+         "Find the statements most relevant to a query, best first (the newest version unless "
+         "the query asks about the past); use before answering from earlier sessions."
          + BUDGETED,
-         (_text("query", MAX_QUERY_CHARS, "What to look for, in words likely to appear in the "
-                "statements.", "what to look for"),
-          LIMIT, _scope(BOTH_SCOPES),
-          Argument("kind", {"type": "string", "pattern": KIND.schema["pattern"],
-                            "description": "Only statements of this kind."}, KIND.rule),
-          _time("as_of", "Read the memory as it was at this time (ISO 8601)."),
-          _time("since", "Only statements true from this time on (ISO 8601)."),
-          _time("until", "Only statements true by this time (ISO 8601)."),
-          _flag("include_history", "Also return replaced versions (marked superseded_by)."),
-          _flag("include_proposed", "Return statements not yet confirmed by a person (marked "
-                                    "trust: proposed); the server's setting decides by default."),
+         (_text("query", MAX_QUERY_CHARS, "what to look for"),
+          LIMIT, SCOPE, KIND,
+          _time("as_of", "Read memory as it was then."),
+          _time("since", "Only true from then on."),
+          _time("until", "Only true by then."),
+          _flag("include_history", "Also replaced versions."),
+          _flag("include_proposed", "Also unconfirmed ones; default: server setting."),
           MAX_WORDS_ARGUMENT),
          ("query",), _object({"results": {"type": "array", "items": RECALLED}, **_BUDGET},
                              tuple(_BUDGET)), READS,
@@ -337,32 +306,21 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
                                          _read(a, memory.default_read()),
                                          a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("forget", "Forget a statement",
-         "Remove exactly one statement from memory, named by its id (from recall or recent, e.g. "
-         "local:42) or by its whole text as stored (case, Unicode form and spacing aside; not a "
-         "search: to forget by what a statement is about, recall it and forget its id). Give id "
-         "or text, not both. If the text is that of several statements, none is removed and "
-         "their ids are listed: call again with one id. The "
-         "removal is recorded (id, time and a keyed hash, never the text), and remembering the "
-         "same text later needs force: true.",
+         "Remove one statement, by id or by its exact text (not a search). Text several "
+         "statements share removes none and lists their ids.",
          (STATEMENT_ID_ARGUMENT,
-          _text("text", MAX_CONTENT_CHARS, "The statement's whole text as stored (instead of id).",
-                "the statement's exact text"),
-          _scope("With text: which memory to look in (default both). With id: not needed.")),
+          _text("text", MAX_CONTENT_CHARS, "the statement's exact text"),
+          _scope("With text; omit for both.")),
          (), _object({"forgotten": STATEMENT}),
-         {**WRITES, "destructiveHint": True, "idempotentHint": True},
+         {**WRITES, "idempotentHint": True},
          lambda memory, a: memory.forget(a.get("id"), a.get("text"), a.get("scope"))),
     Tool("recent", "Recent statements",
-         "The newest current statements, newest first: call it when a session starts to pick "
-         "up where the last one left off (the last session's handoff comes first). Both "
-         "memories unless scope is given. Pass next_cursor back as cursor for the next page: it "
-         "continues right after the last statement answered, so a page max_words cut short "
-         "loses nothing." + BUDGETED,
-         (LIMIT, _scope(BOTH_SCOPES),
-          Argument("kind", {"type": "string", "pattern": KIND.schema["pattern"],
-                            "description": "Only statements of this kind."}, KIND.rule),
+         "The newest statements, the handoff first; call it when a session starts."
+         + BUDGETED,
+         (LIMIT, SCOPE, KIND,
           Argument("cursor", {"type": "string", "minLength": 1, "maxLength": 200,
                               "pattern": "^[A-Za-z0-9_-]+$",
-                              "description": "next_cursor from the previous page."},
+                              "description": "next_cursor of the last page."},
                    "must be a next_cursor exactly as recent returned it"),
           MAX_WORDS_ARGUMENT),
          (), _object({"results": {"type": "array", "items": STATEMENT},
@@ -372,29 +330,19 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
                                          a.get("kind"), a.get("cursor"),
                                          a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("history", "History of a statement",
-         "Every version of a statement (what it replaced and what replaced it), oldest first, "
-         "and every recorded change to them (remember, update, forget, confirm, reject). At "
-         "most limit versions and max_words words of them: the one asked for, then the newest, "
-         "and the changes to those; omitted and omitted_events count the rest, never cut.",
-         (STATEMENT_ID_ARGUMENT,
-          Argument("limit", {**LIMIT.schema, "description": "How many versions at most (the "
-                                                              "one asked for, then the newest)."},
-                   LIMIT.rule),
-          MAX_WORDS_ARGUMENT), ("id",),
+         "Every version of a statement, oldest first, and their changes. Whole versions within "
+         "limit and max_words; omitted counts the rest.",
+         (STATEMENT_ID_ARGUMENT, LIMIT, MAX_WORDS_ARGUMENT), ("id",),
          _object({"versions": {"type": "array", "items": STATEMENT},
                   "events": {"type": "array", "items": EVENT}, **_BUDGET,
-                  "omitted_events": {"type": "integer", "minimum": 0,
-                                     "description": "With omitted: the changes left out, those "
-                                                    "about only the versions left out."}},
+                  "omitted_events": {"type": "integer", "minimum": 0}},
                  (*_BUDGET, "omitted_events")), READS,
          lambda memory, a: memory.history(a["id"], a.get("limit", TOP_K_DEFAULT),
                                           a.get("max_words", DEFAULT_MAX_WORDS))),
     Tool("handoff", "Hand off to the next session",
-         "With content: record what the next session should know first (where the work stands, "
-         "what is next), replacing the previous handoff, which stays in history. Without "
-         "content: read the current handoff (recent also lists it first).",
-         (_text("content", MAX_CONTENT_CHARS, "The handoff note for the next session.",
-                "the handoff note"),),
+         "With content: set the note the next session reads first (the old one stays in "
+         "history). Without: read it.",
+         (_text("content", MAX_CONTENT_CHARS, "the handoff note"),),
          (), _object({"handoff": {"type": ["object", "null"]}, "replaced": STATEMENT},
                      ("replaced",)),
          {**WRITES, "destructiveHint": False, "idempotentHint": True},
