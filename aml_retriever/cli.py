@@ -114,10 +114,11 @@ def _read_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _memory_roots(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project-root", default=".",
+    parser.add_argument("--project-root",
                         help="the project whose local memory this is (DIR/.aml/memory.db; "
-                             "default: the directory the client starts the server in, which "
-                             "coding clients make the project's)")
+                             "default: the client's first root when it offers roots, else the "
+                             "directory the client starts the server in, which coding clients "
+                             "make the project's)")
     parser.add_argument("--global-root",
                         help="where the account's global memory lives (default: the platform's "
                              f"user data directory, here {default_global_root()})")
@@ -397,14 +398,14 @@ def _mcp(args: argparse.Namespace) -> int:
     logging.getLogger("aml_retriever.mcp").info(
         "serving MCP on stdio: local memory %s, global memory %s", memory.stores["local"],
         memory.stores["global"])
-    serve_stdio(memory)
+    serve_stdio(memory, roots_from_client=args.project_root is None)
     return 0
 
 
 def _memory(args: argparse.Namespace, config: Config | None = None) -> ScopedMemory:
     """The agent memory of --project-root and --global-root, with the settings given."""
     config = config or load()
-    project_root = Path(args.project_root).expanduser()
+    project_root = Path(args.project_root or ".").expanduser()
     if not project_root.is_dir():
         raise InvalidField(f"--project-root {project_root} is not a directory", "project_root")
     global_root = Path(args.global_root).expanduser().resolve() if args.global_root else None

@@ -364,3 +364,37 @@ def test_two_projects_never_see_each_others_local_memory_and_share_the_global_on
     assert contents(beta, "recall", query="orange") == set()
     assert beta.call("forget", id="global:1")["isError"] is False  # one account, one memory
     assert contents(alpha, "recent") == {"Alpha uses the orange deploy pipeline."}
+
+
+def test_the_project_is_the_clients_root_when_it_offers_roots(tmp_path):
+    """Started without --project-root in one directory, by a client whose root is another: the
+    server asks for the roots and keeps the project's memory in the root; a client offering no
+    roots keeps it where it started the server (the control)."""
+    started_in, root = tmp_path / "started", tmp_path / "the project"
+    root.mkdir()
+    server = McpProcess(started_in, tmp_path / "account", from_cwd=True)
+    try:
+        server.request("initialize", {"protocolVersion": PROTOCOL_VERSIONS[0],
+                                      "capabilities": {"roots": {"listChanged": True}},
+                                      "clientInfo": {"name": "test", "version": "1"}})
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        asked = server.read()
+        assert asked["method"] == "roots/list" and "id" in asked
+        server.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [
+            {"uri": root.as_uri(), "name": "the project"}]}})
+        assert not server.call("remember", content="The project uses Poetry.").get("isError")
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+    assert (root / ".aml" / "memory.db").is_file()
+    assert not (started_in / ".aml").exists()
+    plain = McpProcess(started_in, tmp_path / "account", from_cwd=True)
+    try:
+        plain.initialize()  # no roots capability
+        assert not plain.call("remember", content="The project uses uv.").get("isError")
+        assert plain.close() == 0
+    finally:
+        if plain.proc.poll() is None:
+            plain.proc.kill()
+    assert (started_in / ".aml" / "memory.db").is_file()

@@ -32,8 +32,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
+from urllib.parse import unquote, urlsplit
 
 from aml_retriever import __version__
 from aml_retriever.agents.scopes import (
@@ -68,6 +70,8 @@ MAX_QUERY_CHARS = 2_000
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
     -32700, -32600, -32601, -32602, -32603)
 
+# The id of this server's one request to the client: its roots (`McpServer._roots_request`).
+ROOTS_REQUEST_ID = "aml-roots"
 INSTRUCTIONS = (
     "Long-term memory that outlives the conversation. Call recent when a session starts; call "
     "recall before answering from what was said in earlier sessions; remember durable facts, "
@@ -375,9 +379,13 @@ def _text_result(payload: dict[str, Any], is_error: bool = False) -> dict[str, A
 class McpServer:
     """Answers JSON-RPC messages with the memory tools; knows nothing of the transport."""
 
-    def __init__(self, memory: ScopedMemory) -> None:
+    def __init__(self, memory: ScopedMemory, roots_from_client: bool = False) -> None:
         self.memory = memory
         self.version = PROTOCOL_VERSIONS[0]
+        # Whether the project may be taken from the client's roots (no --project-root given),
+        # and whether the client offers them (its `initialize` said so).
+        self.roots_from_client = roots_from_client
+        self.client_roots = False
         self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self._initialize, "ping": lambda _: {},
             "tools/list": self._list_tools, "tools/call": self._call_tool}
@@ -399,16 +407,19 @@ class McpServer:
         return self.handle(message)
 
     def handle(self, message: Any) -> dict[str, Any] | None:
-        """The answer to one message; None for a notification or a response."""
+        """The answer to one message; None for a notification or a response, but for the
+        request of the client's roots that a notification may call for (`_roots_request`)."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return error_response(None, INVALID_REQUEST,
                                   'a message must be a JSON object with "jsonrpc": "2.0"')
         if "method" not in message:
             if "id" in message and ("result" in message or "error" in message):
-                return None  # a client's answer: this server sends no requests, so none is awaited
+                if message["id"] == ROOTS_REQUEST_ID and isinstance(message.get("result"), dict):
+                    self._take_roots(message["result"])
+                return None  # a client's answer: none is answered
             return error_response(None, INVALID_REQUEST, "a request needs a method")
-        if "id" not in message:
-            return None  # a notification (initialized, cancelled, ...): never answered
+        if "id" not in message:  # a notification (initialized, cancelled, ...): never answered
+            return self._roots_request(message["method"])
         request_id = message["id"]
         if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
             return error_response(None, INVALID_REQUEST, "id must be a string or an integer")
@@ -437,12 +448,35 @@ class McpServer:
         if not isinstance(requested, str):
             raise RpcError(INVALID_PARAMS, "initialize needs params.protocolVersion, a string")
         self.version = requested if requested in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        capabilities = params.get("capabilities")
+        self.client_roots = isinstance(capabilities, dict) and "roots" in capabilities
         log.info("initialized at protocol revision %s", self.version)
         return {"protocolVersion": self.version,
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": {"name": "aml_retriever", "title": "aml_retriever memory",
                                "version": __version__},
                 "instructions": INSTRUCTIONS}
+
+    def _roots_request(self, notification: Any) -> dict[str, Any] | None:
+        """Once the client is initialized (and when its roots change), ask it for its roots
+        when the project is to be taken from them: a coding client's roots are the project it
+        works on, wherever it starts the server."""
+        if self.roots_from_client and self.client_roots and notification in (
+                "notifications/initialized", "notifications/roots/list_changed"):
+            return {"jsonrpc": "2.0", "id": ROOTS_REQUEST_ID, "method": "roots/list"}
+        return None
+
+    def _take_roots(self, result: dict[str, Any]) -> None:
+        """The project is the client's first root that is a directory here (a file: URI)."""
+        roots = result.get("roots")
+        for root in roots if isinstance(roots, list) else []:
+            uri = root.get("uri") if isinstance(root, dict) else None
+            if isinstance(uri, str) and uri.startswith("file://"):
+                path = Path(unquote(urlsplit(uri).path))
+                if path.is_dir():
+                    if self.memory.move_project(path.resolve()):
+                        log.info("the project is the client's root %s", path)
+                    return
 
     @property
     def structured(self) -> bool:
@@ -591,11 +625,13 @@ def leading_id(prefix: bytes) -> str | int | None:
     return None
 
 
-def serve_stdio(memory: ScopedMemory) -> None:
-    """Serve MCP on this process's stdin and stdout until end of input, SIGTERM or SIGINT."""
+def serve_stdio(memory: ScopedMemory, roots_from_client: bool = False) -> None:
+    """Serve MCP on this process's stdin and stdout until end of input, SIGTERM or SIGINT;
+    `roots_from_client`: the project is the client's first root when it offers roots."""
     protocol_out = sys.stdout.buffer
     stray_out, sys.stdout = sys.stdout, sys.stderr
-    transport = StdioTransport(McpServer(memory), sys.stdin.buffer, protocol_out)
+    transport = StdioTransport(McpServer(memory, roots_from_client), sys.stdin.buffer,
+                               protocol_out)
     previous = {sig: signal.signal(sig, transport.on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         transport.run()

@@ -227,6 +227,14 @@ class ScopedMemory:
             service.close()
         self._services.clear()
 
+    def move_project(self, project_root: Path) -> bool:
+        """Make `project_root` the project whose local memory this is, unless that memory is
+        open already (a memory never changes under a session that used it). Whether it moved."""
+        if "local" in self._services:
+            return False
+        self.stores["local"] = local_store(project_root)
+        return True
+
     # ---- changes -------------------------------------------------------------------------
 
     def remember(self, content: str, scope: str = "local", kind: str = DEFAULT_KIND,
