@@ -6,7 +6,10 @@ local, shows each message's speaker by the name the conversation gives its role 
 and the user's speakers with their evidence, shows stored markup as text that never runs, keeps to its
 Content-Security-Policy, and fits 400 px with the users folded away once a user is open. Through a real
 cluster router (HAProxy, which answers GET /users 404) it says so and opens users by id; everything
-else works as on one server.
+else works as on one server. After a forget it reads the audit (newest first), the counts and the
+hits again; it labels the answer window's context as not ranked, with each message's reason; it asks
+for no key where the server needs none; Enter opens the one listed user whose id starts with the text
+typed; the address keeps the open user, its session and its query across a reload, back and forward.
 
 The page draws a list when its answer comes: a test waits for the state that marks the drawing done
 (never for one the list shown before also meets) and finds an element afresh after anything that may
@@ -23,6 +26,7 @@ import re
 import shutil
 import socket
 from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
 
 import pytest
 from conftest import Client, start_app
@@ -875,3 +879,205 @@ def test_through_the_cluster_router_users_are_opened_by_id(page, cluster):
         check_speakers(page, c, "nora")
     finally:
         c.close()
+
+
+# ---- what an outside tester found -------------------------------------------------------------
+
+
+def audit_seqs(driver) -> list[int]:
+    """The audit events shown, by their numbers, top to bottom."""
+    return [int(line.split(" · ")[0].lstrip("#")) for line in texts(driver, "#audit > li:not(.empty)")]
+
+
+def hash_of(driver) -> str:
+    return driver.execute_script("return location.hash")
+
+
+KITE = ["The red kite nests by the river.", "Tea at four, as always.", "The kite festival is in May."]
+
+
+def test_after_a_forget_the_audit_the_counts_and_the_hits_are_read_again(page, server):
+    c = Client(server.port, api_key=KEY)
+    try:
+        assert c.add("hugo", "h1", KITE, session="k1").status == 200
+    finally:
+        c.close()
+    open_user(page, "hugo")
+    assert audit_seqs(page) == [1]
+    assert "3 messages" in texts(page, "#users > li[data-user='hugo']")[0]
+    search_for(page, "red kite")
+    wait(page, lambda d: any(KITE[0] in hit for hit in hit_contents(d)), "the kite among the hits")
+    forget_button(page, KITE[0]).click()
+    confirmation(page).accept()
+    wait(page, lambda d: audit_seqs(d) == [2, 1], "the forget at the top of the audit trail")
+    newest = texts(page, "#audit > li")[0]
+    assert " forget " in f" {newest} " and "messages m1" in newest
+    wait(page, lambda d: hit_contents(d) and not any(KITE[0] in hit for hit in hit_contents(d)),
+         "the hits read again without the message forgotten")
+    assert any(KITE[2] in hit for hit in hit_contents(page))  # control: the other kite is still found
+    wait(page, lambda d: "2 messages" in texts(d, "#sessions > li")[0], "the session's count read again")
+    wait(page, lambda d: "2 messages" in texts(d, "#users > li[data-user='hugo']")[0],
+         "the user's count read again")
+    assert KITE[0] not in contents(page, "messages") and KITE[1] in contents(page, "messages")
+    assert status(page) == "Message m1 forgotten."  # the Search run again says nothing over it
+    assert page.find_element(By.ID, "user-id").text == "hugo"
+
+
+def test_context_results_of_the_answer_window_are_labelled_and_show_no_score(page, tmp_path):
+    app = start_app(tmp_path, api_key=KEY, answer_window_tokens=117760)
+    try:
+        c = Client(app.port, api_key=KEY)
+        assert c.add("zoe", "z1", ["Zoe keeps a red kite.", "The weather was grey all week.",
+                                   "We ate soup on Tuesday."]).status == 200
+        answer = c.search("zoe", "red kite", explain=True).body["data"]
+        c.close()
+        assert [hit["view"] for hit in answer] == ["message", "context"] and answer[1]["score"] == 0
+        reasons = answer[1]["explain"]["context"]
+        assert answer[1]["explain"]["signals"] == [] and [r["message_id"] for r in reasons] == ["m2", "m3"]
+        assert all(r["chosen"] for r in reasons)
+        page.get(f"http://127.0.0.1:{app.port}/ui/")
+        use_key(page)
+        wait(page, lambda d: "zoe" in texts(d, "#users li button"), "zoe listed")
+        click_user(page, "zoe")
+        search_for(page, "red kite")
+        wait(page, lambda d: hit_contents(d) == [hit["content"] for hit in answer], "the answer")
+        ranked, context = texts(page, "#hits > li")
+        assert "context · chosen to fill the reader's window, not ranked" in context
+        assert "score" not in context and "no explanation" not in context and "Why it ranked" not in context
+        shown = page.execute_script(
+            "return [...document.querySelectorAll('#hits > li:nth-child(2) .reason')]"
+            "  .map(r => [r.querySelector('.name').textContent, r.querySelector('.why').textContent])")
+        assert shown == [[r["message_id"], r["chosen"]] for r in reasons]
+        assert f"score {answer[0]['score']:.4f}" in ranked and "context" not in ranked  # control: ranked
+        assert "Why it ranked here" in ranked
+        views = page.execute_script(
+            "return [...document.querySelectorAll('#hits > li')].map(li => li.dataset.view)")
+        assert views == ["message", "context"]
+    finally:
+        app.stop()
+
+
+def test_a_server_without_a_key_is_used_without_typing_one(page, server, tmp_path):
+    app = start_app(tmp_path)  # no api_key
+    try:
+        assert Client(app.port).add("olga", "o1", ["Olga's note: no key here."]).status == 200
+        page.get(f"http://127.0.0.1:{app.port}/ui/")
+        wait(page, lambda d: "olga" in texts(d, "#users li button"), "the users listed without a key")
+        assert "needs no API key" in page.find_element(By.ID, "key-note").text
+        assert page.find_element(By.ID, "key-note").is_displayed() and status(page) == ""
+        assert page.find_element(By.ID, "key").get_attribute("value") == ""
+        click_user(page, "olga")
+        assert contents(page, "messages") == ["Olga's note: no key here."]
+        use_key(page, "any text")  # the key field still works: a key sent is not checked here
+        wait(page, lambda d: "olga" in texts(d, "#users li button"), "the users listed with a key typed")
+    finally:
+        app.stop()
+    page.get(f"http://127.0.0.1:{server.port}/ui/")  # control: a server with a key asks for it
+    wait(page, lambda d: status(d) == "Type the API key and press Enter.", "the key asked for")
+    assert not page.find_element(By.ID, "key-note").is_displayed()
+    shows_no_data(page)
+    users_shown(page)  # and the key typed opens it
+
+
+def test_enter_opens_the_one_listed_user_whose_id_starts_with_the_text_typed(page, tmp_path):
+    app = start_app(tmp_path, api_key=KEY)
+    try:
+        c = Client(app.port, api_key=KEY)
+        for user in ("alice", "amber", "bob", MARKUP_USER):
+            assert c.add(user, "r-" + user, [f"{user}'s note."]).status == 200
+        page.get(f"http://127.0.0.1:{app.port}/ui/")
+        users_shown(page)
+        field = page.find_element(By.ID, "open-id")
+        field.send_keys("al")
+        assert "Open user opens alice" in page.find_element(By.ID, "users-filtered").text
+        field.send_keys(Keys.ENTER)  # alice alone starts with "al": Enter opens it
+        user_opened(page, "alice")
+        assert contents(page, "messages") == ["alice's note."] and status(page) == ""
+        for typed, opened in (("BO", "bob"), ("team/<img", MARKUP_USER)):  # any case; markup
+            field = page.find_element(By.ID, "open-id")
+            field.clear()
+            field.send_keys(typed, Keys.ENTER)
+            user_opened(page, opened)
+            assert contents(page, "messages") == [f"{opened}'s note."] and status(page) == ""
+        field = page.find_element(By.ID, "open-id")
+        field.clear()
+        field.send_keys("a", Keys.ENTER)  # two start with it: the id typed, exactly, and the two named
+        user_opened(page, "a")
+        said = status(page)
+        assert said.startswith("Nothing is stored for user a:") and "alice" in said and "amber" in said
+        assert "Open user opens exactly the id typed." in page.find_element(By.ID, "users-filtered").text
+        assert c.add("al", "r-al", ["al's own note."]).status == 200
+        users_shown(page)  # listed again: "al" is a listed id now, opened as typed
+        field = page.find_element(By.ID, "open-id")
+        field.send_keys("al", Keys.ENTER)
+        user_opened(page, "al")
+        assert contents(page, "messages") == ["al's own note."]
+        field = page.find_element(By.ID, "open-id")
+        field.clear()
+        field.send_keys("ali", Keys.ENTER)
+        user_opened(page, "alice")
+        c.close()
+    finally:
+        app.stop()
+
+
+def test_the_address_keeps_the_user_the_session_and_the_query(page):
+    open_user(page, "alice")
+    assert hash_of(page) == "#user=alice"
+    search_for(page, "launch")
+    show_session(page, "s2", {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN})
+    hits = hit_contents(page)
+    assert hits and hash_of(page) == "#user=alice&session=s2&q=launch"
+    page.refresh()  # restored on load
+    user_opened(page, "alice")
+    wait(page, lambda d: hit_contents(d) == hits, "the hits again")
+    assert page.find_element(By.ID, "query").get_attribute("value") == "launch"
+    assert page.find_element(By.ID, "messages-scope").text == "in session s2"
+    assert set(contents(page, "messages")) <= {LAUNCH, XSS_IMG, XSS_SCRIPT, LOCKER, LONG_TOKEN}
+    click_user(page, "bob")
+    assert hash_of(page) == "#user=bob"
+    page.back()  # back: alice, her session and her query
+    user_opened(page, "alice")
+    wait(page, lambda d: hit_contents(d) == hits and d.find_element(By.ID, "messages-scope").text
+         == "in session s2", "alice's state again")
+    page.forward()
+    user_opened(page, "bob")
+    assert not page.find_elements(By.CSS_SELECTOR, "#hits > li")
+    assert contents(page, "messages") == [BOB_SECRET]
+    query = "launch & 100% é #2 /?=<b>"  # every character the fragment could misread
+    search_for(page, query)
+    assert hash_of(page) == "#user=bob&q=" + quote(query, safe="")
+    click_user(page, MARKUP_USER)  # percent-encoded: a slash, markup, a space, non-ASCII
+    assert hash_of(page) == "#user=" + quote(MARKUP_USER, safe="")
+    page.refresh()
+    user_opened(page, MARKUP_USER)
+    assert contents(page, "messages") == ["A user whose id is markup."]
+    page.back()  # bob and his query, exactly
+    user_opened(page, "bob")
+    wait(page, lambda d: d.find_element(By.ID, "query").get_attribute("value") == query, "bob's query")
+    # The fragment edited (hashchange): the same user is searched again, not opened afresh.
+    page.execute_script("document.querySelector('#messages > li').dataset.mark = 'kept';"
+                        "location.hash = arguments[0]", "#user=bob&q=" + quote("boat Heron", safe=""))
+    wait(page, lambda d: hit_contents(d) == [BOB_SECRET]
+         and d.find_element(By.ID, "query").get_attribute("value") == "boat Heron", "the query edited")
+    assert page.find_element(By.CSS_SELECTOR, "#messages > li").get_attribute("data-mark") == "kept"
+    page.execute_script("location.hash = ''")  # no user named: none shown
+    wait(page, lambda d: not d.find_element(By.ID, "user-panel").is_displayed(), "the user closed")
+    assert "Heron" not in page.page_source
+    assert KEY not in page.current_url and "key" not in page.current_url
+    assert page.execute_script("return window.__xss") is None
+
+
+def test_the_audit_trail_reads_newest_first_and_pages_on(page, server):
+    c = Client(server.port, api_key=KEY)
+    try:
+        for i in range(1, 26):
+            assert c.add("ivy", f"i{i}", [f"Ivy's note {i}."]).status == 200
+    finally:
+        c.close()
+    open_user(page, "ivy")
+    assert audit_seqs(page) == list(range(25, 5, -1))
+    page.find_element(By.ID, "more-audit").click()
+    wait(page, lambda d: len(audit_seqs(d)) == 25, "the next events")
+    assert audit_seqs(page) == list(range(25, 0, -1))
+    assert not page.find_element(By.ID, "more-audit").is_displayed()

@@ -12,12 +12,18 @@ const NARROW = matchMedia("(max-width: 48rem)");
 let key = sessionStorage.getItem(KEY_ITEM) || "";
 let user = null; // the open user's id
 let session = null; // the session the messages are narrowed to, or null for every session
+let lastQuery = ""; // the query last searched for the open user ("" for none): its hits are shown
 let generation = 0; // bumped whenever what is shown changes owner: late answers are dropped
+let keyless = false; // the server answered a call sent without a key: it has none to ask for
 // The open user's roles → the name its conversation gives each (GET .../speakers), and the reading of
 // them: a list that shows roles waits for it, so that each row is drawn with its speaker's name.
 let roleNames = new Map();
 let namesRead = Promise.resolve();
 const cursors = {};
+// Each list's latest call: an answer to an earlier one (a page asked before the list was read
+// afresh, or a search before the next) is dropped, not drawn over the later one.
+const tickets = {};
+const ticket = (name) => (tickets[name] = (tickets[name] || 0) + 1);
 // The messages forgotten here, [user, id] as JSON → the count of forgets then: an answer asked for
 // before a message was forgotten (a list reloading meanwhile) must not show it again.
 const forgottenAt = new Map();
@@ -33,8 +39,9 @@ class ApiError extends Error {
 // ---- calls ---------------------------------------------------------------------------------
 
 async function call(method, path, body) {
-  // Header values are bytes: send the key's UTF-8 bytes, as the server compares them.
-  const headers = {Authorization: "Bearer " + String.fromCharCode(...new TextEncoder().encode(key))};
+  // Header values are bytes: send the key's UTF-8 bytes, as the server compares them. No key, no
+  // header: a server without a key answers, one with a key refuses (401).
+  const headers = key ? {Authorization: "Bearer " + String.fromCharCode(...new TextEncoder().encode(key))} : {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -69,6 +76,7 @@ function say(text, isError = false) {
 function hideData() {
   generation += 1;
   user = session = null;
+  lastQuery = "";
   forgetSpeakers();
   for (const id of ["users", "hits", "sessions", "messages", "proposed", "audit"]) $(id).replaceChildren();
   $("user-id").textContent = "";
@@ -80,6 +88,8 @@ function hideData() {
 
 function fail(error) {
   if (error.status === 401) {
+    keyless = false; // it has a key now (a server restarted with one)
+    $("key-note").hidden = true;
     hideData();
     say("Wrong or missing key.", true);
   } else {
@@ -130,29 +140,34 @@ const LISTS = {
     path: () => userPath("/messages"), field: "messages", render: proposedItem,
     params: () => ({status: "proposed", order: "oldest"}),
   },
-  audit: {path: () => userPath("/audit"), field: "events", render: auditItem},
+  audit: {path: () => userPath("/audit"), field: "events", render: auditItem, params: () => ({order: "newest"})},
 };
 
-// Shows the next page of a list (the first one when `fresh`).
+// Shows the next page of a list (the first one when `fresh`, drawn over the list shown once it comes).
 async function more(name, fresh = false) {
   const list = LISTS[name];
   const asked = generation;
+  const mine = ticket(name);
   const since = forgets;
-  if (fresh) cursors[name] = null;
+  const cursor = fresh ? null : cursors[name];
   const params = new URLSearchParams({limit: PAGE, ...(list.params ? list.params() : {})});
-  if (cursors[name] != null) params.set("cursor", cursors[name]);
+  if (cursor != null) params.set("cursor", cursor);
   const button = $("more-" + name);
   button.disabled = true; // one page at a time: a second click would ask for the same page again
-  const data = await call("GET", list.path() + "?" + params).finally(() => { button.disabled = false; });
-  if (asked !== generation) return;
+  const data = await call("GET", list.path() + "?" + params).finally(() => {
+    if (tickets[name] === mine) button.disabled = false;
+  });
+  const current = () => asked === generation && tickets[name] === mine;
+  if (!current()) return;
   await namesRead; // rows show their speakers' names
-  if (asked !== generation) return;
+  if (!current()) return;
   if (fresh) $(name).replaceChildren();
   const shown = (item) => !(forgottenAt.get(JSON.stringify([user, item.id])) > since);
   $(name).append(...data[list.field].filter(shown).map(list.render));
   if (!$(name).children.length) $(name).append(el("li", {className: "empty"}, "None."));
   cursors[name] = data.next_cursor;
   button.hidden = data.next_cursor == null;
+  return true;
 }
 
 function userItem(item) {
@@ -203,6 +218,7 @@ function messageItem(item) {
     await call("DELETE", userPath("/messages/" + segment(item.id)));
     noteForgotten(owner, item.id);
     say(`Message ${item.id} forgotten.`);
+    await readAgain(owner);
   }));
   return row;
 }
@@ -221,10 +237,32 @@ function proposedItem(item) {
     if (verb === "reject") noteForgotten(owner, item.id); // a rejected statement is forgotten
     else unlist(owner, item.id, "proposed");
     say(`Statement ${item.id} ${done}.`);
+    await readAgain(owner);
   });
   accept.addEventListener("click", review("confirm", "confirmed"));
   reject.addEventListener("click", review("reject", "rejected"));
   return row;
+}
+
+// What a change to the open user's memory (a forget, a review) made stale, read again: its audit
+// trail, its sessions' counts, the users' counts and the hits of the last search. The messages
+// list is not: the row is taken off it, and the pages shown stay as they are.
+async function readAgain(owner) {
+  if (owner !== user) return; // another user is open now: it was read afresh as it was opened
+  await Promise.all(["audit", "sessions"].map((name) => more(name, true))
+    .concat(lastQuery ? runSearch(lastQuery, {quiet: true, record: false}) : [], usersAgain()));
+}
+
+// The users listed, read again: as many pages as are shown, the filter typed applied to them.
+async function usersAgain() {
+  if (!$("router-note").hidden) return; // a cluster router lists none
+  const asked = generation;
+  const pages = Math.max(1, Math.ceil($("users").querySelectorAll(":scope > li[data-user]").length / PAGE));
+  if (!(await more("users", true))) return;
+  for (let page = 1; page < pages && cursors.users != null; page += 1) {
+    if (asked !== generation || !(await more("users"))) return;
+  }
+  filterUsers();
 }
 
 function auditItem(event) {
@@ -363,7 +401,34 @@ function windowMembers(hit, members) {
   }));
 }
 
+// Context the answer window added after the ranked hits (a server with answer_window_tokens): its
+// session's messages chosen to fill the reader's window, not ranked, so with no score to show. Its
+// explanation, when asked, says why each message was chosen.
+const isContext = (hit) => hit.view === "context" || Boolean(hit.explain?.context);
+
+function contextReasons(hit) {
+  const chosen = Array.isArray(hit.explain?.context) ? hit.explain.context : [];
+  if (!chosen.length) return undefined;
+  return el("div", {className: "explain"}, el("p", {className: "meta"}, "Why each message is here:"),
+            el("ul", {className: "reasons"}, ...chosen.map((reason) =>
+              el("li", {className: "reason"}, el("span", {className: "name"}, String(reason.message_id)),
+                 el("span", {className: "why"}, String(reason.chosen))))));
+}
+
+function contextItem(hit, index) {
+  const count = hit.source_message_ids?.length;
+  const row = el("li", {className: "context"}, el("p", {className: "content"}, hit.content),
+                 meta(`#${index + 1}`, hit.id, "context · chosen to fill the reader's window, not ranked",
+                      count > 1 ? plural(count, "message") : speaker(hit.role, hit.content),
+                      "session " + hit.session_id, when(hit.created_at)));
+  const reasons = contextReasons(hit);
+  if (reasons) row.append(reasons);
+  row.dataset.view = "context";
+  return row;
+}
+
 function hitItem(hit, index, members) {
+  if (isContext(hit)) return contextItem(hit, index);
   const isWindow = members != null;
   const body = isWindow ? windowMembers(hit, members) : el("p", {className: "content"}, hit.content);
   const kind = isWindow ? `window of ${hit.source_message_ids.length} messages` : speaker(hit.role, hit.content);
@@ -386,24 +451,52 @@ async function membersOf(hit) {
     })));
 }
 
-async function search(event) {
-  event.preventDefault();
+// Searches the open user's memory for `query` and shows its hits (the answer to the latest search
+// only); `quiet` leaves the status as it is, `record` keeps the query in the page's address.
+async function runSearch(query, {quiet = false, record = true} = {}) {
   const asked = generation;
-  const data = await call("POST", "search", {user_id: user, query: $("query").value, top_k: 10, explain: true});
-  if (asked !== generation) return;
+  const mine = ticket("hits");
+  lastQuery = query;
+  if (record) remember(false);
+  const current = () => asked === generation && tickets.hits === mine;
+  const data = await call("POST", "search", {user_id: user, query, top_k: 10, explain: true});
+  if (!current()) return;
   const members = await Promise.all(data.data.map(membersOf));
   await namesRead;
-  if (asked !== generation) return;
+  if (!current()) return;
   $("hits").replaceChildren(...data.data.map((hit, index) => hitItem(hit, index, members[index])));
   if (!data.data.length) $("hits").append(el("li", {className: "empty"}, "No match."));
-  say(`${plural(data.data.length, "result")}.`);
+  if (!quiet) say(`${plural(data.data.length, "result")}.`);
+}
+
+function search(event) {
+  event.preventDefault();
+  return runSearch($("query").value);
 }
 
 // ---- actions -------------------------------------------------------------------------------
 
-// Shows the listed users matching the id typed (any part of it, any case) and says how many.
+const listedIds = () => [...$("users").children].filter((row) => row.dataset.user !== undefined)
+  .map((row) => row.dataset.user);
+
+// The user Open user opens for the text typed: a listed id typed exactly; else the one listed user
+// whose id starts with it (in its case, or else in any case); else exactly the id typed, listed or
+// not. `starting` holds every listed id that starts with it, in any case.
+function target(typed) {
+  const ids = listedIds();
+  const starting = ids.filter((id) => id.toLowerCase().startsWith(typed.toLowerCase()));
+  if (ids.includes(typed)) return {id: typed, starting};
+  const sameCase = starting.filter((id) => id.startsWith(typed));
+  if (sameCase.length === 1) return {id: sameCase[0], starting};
+  if (!sameCase.length && starting.length === 1) return {id: starting[0], starting};
+  return {id: typed, starting};
+}
+
+// Shows the listed users matching the id typed (any part of it, any case), says how many, and
+// which user Open user opens.
 function filterUsers() {
-  const typed = $("open-id").value.toLowerCase();
+  const raw = $("open-id").value;
+  const typed = raw.toLowerCase();
   const rows = [...$("users").children].filter((row) => row.dataset.user !== undefined);
   let matching = 0;
   for (const row of rows) {
@@ -414,10 +507,12 @@ function filterUsers() {
   $("users-count").textContent = (typed ? `${matching} of ` : "") + plural(rows.length, "user") +
     (more ? ", more on the server" : "");
   $("users-filtered").hidden = !typed;
+  const opens = typed ? target(raw).id : raw;
   $("users-filtered").textContent = !typed ? ""
     : (matching ? "" : "No user listed matches. ") +
       (more ? "Only the users listed are filtered: More users lists the next ones. " : "") +
-      "Open user opens exactly the id typed.";
+      (opens !== raw ? `Open user opens ${opens}, the one user listed whose id starts with the text typed.`
+        : "Open user opens exactly the id typed.");
 }
 
 // The first page of users; a cluster router answers 404 here, as each shard lists only its own.
@@ -442,16 +537,37 @@ async function listUsers() {
   filterUsers();
 }
 
+// Lists the users with the key typed (`event`: the key form) or the one the tab keeps. With neither,
+// it asks without a key: a server that has none answers, and is used as it is; one that has a key
+// refuses, and the page asks for it. Then shows what the page's address names.
 async function start(event) {
   event?.preventDefault();
-  key = $("key").value;
-  sessionStorage.setItem(KEY_ITEM, key);
+  if (event) {
+    key = $("key").value;
+    sessionStorage.setItem(KEY_ITEM, key);
+  }
+  const probing = !event && !key;
   hideData();
-  say("Loading users…");
-  await listUsers();
+  const asked = generation;
+  say(probing ? "" : "Loading users…");
+  try {
+    await listUsers();
+  } catch (error) {
+    if (asked !== generation) return; // a key typed meanwhile: its own answer is shown
+    if (probing && error.status === 401) {
+      say("Type the API key and press Enter.");
+      $("key").focus();
+      return;
+    }
+    throw error;
+  }
+  if (asked !== generation) return;
+  if (!key) keyless = true;
+  $("key-note").hidden = !keyless;
   $("main").hidden = false;
   say("");
   if (!$("router-note").hidden) $("open-id").focus();
+  await follow();
 }
 
 function clearKey() {
@@ -459,22 +575,28 @@ function clearKey() {
   $("key").value = "";
   sessionStorage.removeItem(KEY_ITEM);
   hideData();
+  remember(false); // nor the user's id in the address
   say("Key cleared.");
 }
 
 const shows = (name) => [...$(name).children].some((row) => !row.classList.contains("empty"));
 
-async function openUser(id) {
+// Opens a user: every list read afresh, narrowed to `narrowed`'s messages and searched for `query`
+// when given (the page's address restored). `record` keeps it in the address as a new history entry;
+// `starting`, the listed ids the text typed starts with, are named if nothing is stored for `id`.
+async function openUser(id, {narrowed = null, query = "", record = true, starting = []} = {}) {
   generation += 1;
   const asked = generation;
   user = id;
-  session = null;
+  session = narrowed;
+  lastQuery = query;
+  if (record) remember(true);
   for (const name of ["hits", "sessions", "messages", "proposed", "audit"]) $(name).replaceChildren();
   $("user-id").textContent = id;
-  $("query").value = "";
+  $("query").value = query;
   say("");
-  $("messages-scope").textContent = "";
-  $("all-sessions").hidden = true;
+  $("messages-scope").textContent = narrowed === null ? "" : "in session " + narrowed;
+  $("all-sessions").hidden = narrowed === null;
   $("delete-confirm").value = "";
   $("delete-user").disabled = true;
   forgetSpeakers();
@@ -482,21 +604,44 @@ async function openUser(id) {
   $("user-panel").hidden = false;
   if (NARROW.matches) $("users-box").open = false; // the user, not every user above it
   namesRead = readSpeakers(asked);
-  await Promise.all([namesRead, ...["sessions", "messages", "proposed", "audit"].map((name) => more(name, true))]);
+  const reads = [namesRead, ...["sessions", "messages", "proposed", "audit"].map((name) => more(name, true))];
+  if (query) reads.push(runSearch(query, {record: false}));
+  await Promise.all(reads);
   if (asked !== generation) return;
   if (!["sessions", "messages", "proposed", "audit"].some(shows)) {
-    say(`Nothing is stored for user ${id}: ids are exact (case, spaces and punctuation count).`);
+    const listed = starting.length
+      ? ` Listed users whose id starts with it: ${starting.slice(0, 10).join(", ")}${starting.length > 10 ? ", …" : ""}.`
+      : "";
+    say(`Nothing is stored for user ${id}: ids are exact (case, spaces and punctuation count).${listed}`);
   }
   $("user-title").focus();
 }
 
-function openTyped(event) {
-  event.preventDefault();
-  return openUser($("open-id").value);
+// Closes the open user (the address names none: back to before one was opened).
+function closeUser() {
+  generation += 1;
+  user = session = null;
+  lastQuery = "";
+  forgetSpeakers();
+  for (const name of ["hits", "sessions", "messages", "proposed", "audit"]) $(name).replaceChildren();
+  $("user-id").textContent = "";
+  $("query").value = "";
+  $("user-panel").hidden = true;
+  $("users-box").open = true;
+  say("");
 }
 
-async function showSession(id) {
+async function openTyped(event) {
+  event.preventDefault();
+  const typed = $("open-id").value;
+  if (!typed) return;
+  const {id, starting} = target(typed);
+  await openUser(id, {starting: id === typed ? starting : []});
+}
+
+async function showSession(id, record = true) {
   session = id;
+  if (record) remember(false);
   $("messages-scope").textContent = id === null ? "" : "in session " + id;
   $("all-sessions").hidden = id === null;
   await more("messages", true);
@@ -508,9 +653,72 @@ async function deleteUser(event) {
   const gone = user;
   await call("DELETE", userPath(""));
   hideData();
+  remember(false);
   await listUsers();
   $("main").hidden = false;
   say(`User ${gone} deleted.`);
+}
+
+// ---- the page's address --------------------------------------------------------------------
+
+// The open user, the session its messages are narrowed to and its last query, in the address's
+// fragment (#user=alice&session=s2&q=red%20kite, each value percent-encoded whatever it holds), so
+// that a reload, a link, or back and forward show them again. Never the key.
+function address() {
+  if (user === null) return "";
+  return [["user", user], ["session", session], ["q", lastQuery]]
+    .filter(([, value]) => value !== null && value !== "")
+    .map(([name, value]) => name + "=" + encodeURIComponent(value)).join("&");
+}
+
+function readAddress() {
+  const found = new Map();
+  for (const part of location.hash.replace(/^#/, "").split("&")) {
+    const at = part.indexOf("=");
+    if (at < 0) continue;
+    try {
+      found.set(part.slice(0, at), decodeURIComponent(part.slice(at + 1)));
+    } catch {
+      // a malformed escape: that part is left out
+    }
+  }
+  return {user: found.get("user") || null, session: found.get("session") || null, query: found.get("q") || ""};
+}
+
+// Puts what is shown in the address: a new history entry (`push`: another user opened) or in place
+// of the current one (a session chosen, a search).
+function remember(push) {
+  const hash = address();
+  if (hash === location.hash.replace(/^#/, "")) return;
+  history[push ? "pushState" : "replaceState"](null, "", hash ? "#" + hash : location.pathname + location.search);
+}
+
+// Shows what the address names: on load once the users are listed, and on back, forward or an
+// address edited. The user is opened afresh unless it is the one open; then its session and query.
+async function follow() {
+  if ($("main").hidden) return; // no key yet: the address is followed once the users are listed
+  const want = readAddress();
+  if (want.user === null) {
+    if (user !== null) closeUser();
+    return;
+  }
+  if (want.user !== user) {
+    await openUser(want.user, {narrowed: want.session, query: want.query, record: false});
+    return;
+  }
+  const reads = [];
+  if (want.session !== session) reads.push(showSession(want.session, false));
+  if (want.query !== lastQuery) {
+    $("query").value = want.query;
+    if (want.query) {
+      reads.push(runSearch(want.query, {record: false}));
+    } else {
+      ticket("hits"); // a search still on its way is not shown
+      lastQuery = "";
+      $("hits").replaceChildren();
+    }
+  }
+  await Promise.all(reads);
 }
 
 $("key").value = key;
@@ -528,5 +736,9 @@ for (const name of Object.keys(LISTS)) {
   const after = name === "users" ? filterUsers : () => {}; // the filter typed applies to the next page too
   $("more-" + name).addEventListener("click", guard(() => more(name).then(after)));
 }
+// Back and forward (popstate), or the fragment edited (hashchange, after popstate): whichever
+// comes second finds the page showing what the address names already.
+window.addEventListener("popstate", guard(follow));
+window.addEventListener("hashchange", guard(follow));
 $("user-title").tabIndex = -1;
-if (key) guard(start)();
+guard(start)(); // with the key the tab keeps, or without one to find out whether the server needs one
