@@ -6,17 +6,17 @@ session, is at most half what it was, and still says everything it said besides 
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import o200k_oracle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from o200k_oracle import count
 
 from aml_retriever.agents.mcp_server import (
     ANNOTATION_DEFAULTS,
@@ -79,39 +79,9 @@ def test_tool_names_and_schemas_are_valid_and_narrow(server):
 # tools/list at the newest revision before its descriptions were cut, as the server writes it
 # (compact JSON, UTF-8): 22,283 bytes, 5,332 o200k_base tokens.
 BEFORE_BYTES, BEFORE_TOKENS = 22_283, 5_332
-# The o200k_base vocabulary as tests/test_tokens.py builds it (shipped by the test-only package
-# bpe-openai, so nothing is downloaded; checked against the hash tiktoken publishes).
-O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
-
-
 @pytest.fixture(scope="module")
 def o200k(tmp_path_factory: pytest.TempPathFactory):
-    tiktoken = pytest.importorskip("tiktoken", reason="the oracle needs the test-only package "
-                                   "tiktoken (scripts/run_tests.sh installs it)")
-    bpe_openai = pytest.importorskip("bpe_openai", reason="the oracle's vocabulary ships in the "
-                                     "test-only package bpe-openai (scripts/run_tests.sh installs it)")
-    source = Path(bpe_openai.__file__).parent / "data" / "o200k_base.tiktoken.gz"
-    if not source.exists():
-        pytest.skip("this bpe-openai ships no o200k_base vocabulary")
-    data = gzip.decompress(source.read_bytes())
-    if hashlib.sha256(data).hexdigest() != O200K_SHA256:
-        pytest.skip("the shipped vocabulary is not o200k_base as tiktoken publishes it")
-    path = tmp_path_factory.mktemp("o200k") / "o200k_base.tiktoken"
-    path.write_bytes(data)
-    from tiktoken.load import load_tiktoken_bpe
-
-    ranks = load_tiktoken_bpe(str(path), expected_hash=O200K_SHA256)
-    return tiktoken.Encoding(name="o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018})
+    return o200k_oracle.encoding(tmp_path_factory)
 
 
 def listed(server: McpServer) -> dict[str, Any]:
@@ -133,7 +103,7 @@ def test_tools_list_is_at_most_half_its_former_size_in_bytes(server):
 
 def test_tools_list_is_at_most_half_its_former_size_in_tokens(server, o200k):
     """Before: 5,332 o200k_base tokens. At most half now."""
-    assert len(o200k.encode(as_written(listed(server)), disallowed_special=())) <= BEFORE_TOKENS // 2
+    assert count(o200k, as_written(listed(server))) <= BEFORE_TOKENS // 2
 
 
 # What tools/list said before its descriptions were cut, descriptions aside: every argument's

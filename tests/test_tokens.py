@@ -5,54 +5,23 @@ And it is not so far above that the window is wasted."""
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import random
 from pathlib import Path
 
+import o200k_oracle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from o200k_oracle import count
 
 from aml_retriever.analysis.tokens import bound, estimate_tokens, pieces
 
 ROOT = Path(__file__).resolve().parents[1]
-tiktoken = pytest.importorskip("tiktoken", reason="the oracle needs the test-only package tiktoken "
-                               "(scripts/run_tests.sh installs it)")
-bpe_openai = pytest.importorskip("bpe_openai", reason="the oracle's vocabulary ships in the "
-                                 "test-only package bpe-openai (scripts/run_tests.sh installs it)")
-# The o200k_base file tiktoken itself would download, by its published hash.
-O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
 
 
 @pytest.fixture(scope="module")
 def o200k(tmp_path_factory: pytest.TempPathFactory):
-    source = Path(bpe_openai.__file__).parent / "data" / "o200k_base.tiktoken.gz"
-    if not source.exists():
-        pytest.skip("this bpe-openai ships no o200k_base vocabulary")
-    data = gzip.decompress(source.read_bytes())
-    if hashlib.sha256(data).hexdigest() != O200K_SHA256:
-        pytest.skip("the shipped vocabulary is not o200k_base as tiktoken publishes it")
-    path = tmp_path_factory.mktemp("o200k") / "o200k_base.tiktoken"
-    path.write_bytes(data)
-    from tiktoken.load import load_tiktoken_bpe
-
-    ranks = load_tiktoken_bpe(str(path), expected_hash=O200K_SHA256)
-    return tiktoken.Encoding(name="o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018})
-
-
-def count(encoding, text: str) -> int:
-    return len(encoding.encode(text, disallowed_special=()))
+    return o200k_oracle.encoding(tmp_path_factory)
 
 
 def paragraphs(path: Path) -> list[str]:

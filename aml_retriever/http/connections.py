@@ -325,12 +325,17 @@ class ConnectionLoop:
                 self._close(conn)
                 continue
             conn.sock.setblocking(False)
-            conn.deadline = time.monotonic() + self.timeout
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-            if conn.buffer:  # a pipelined request arrived meanwhile
-                conn.started = time.monotonic()
-                conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
-                self._hand_over_if_complete(conn)
+            self._read_again(conn)
+
+    def _read_again(self, conn: Connection) -> None:
+        """Watch a connection answered for its next request; one already buffered (pipelined
+        while it was answered) is taken at once."""
+        conn.deadline = time.monotonic() + self.timeout
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        if conn.buffer:
+            conn.started = time.monotonic()
+            conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
+            self._hand_over_if_complete(conn)
 
     # ---- writing ---------------------------------------------------------------------------
 
@@ -361,12 +366,7 @@ class ConnectionLoop:
         if not conn.keep or conn.eof or self._stopping.is_set():
             self._close(conn)
             return
-        conn.deadline = time.monotonic() + self.timeout
-        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-        if conn.buffer:  # a pipelined request arrived meanwhile
-            conn.started = time.monotonic()
-            conn.deadline = conn.started + self.timeout * BODY_DEADLINE_FACTOR
-            self._hand_over_if_complete(conn)
+        self._read_again(conn)
 
     def _expire_late(self, now: float) -> None:
         late = [c for c in self._open.values() if c.pending is not None and c.deadline < now]
