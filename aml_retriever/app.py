@@ -52,7 +52,8 @@ class App:
         _warn_if_full(self.store.path)
         self.service = MemoryService(self.store, config.provenance, retrieval,
                                      config.default_max_words or None,
-                                     config.answer_window_tokens, config.reader_view)
+                                     config.answer_window_tokens, config.reader_view,
+                                     config.held_megabytes * 2**20)
         self.metrics = Metrics(process)
         self.metrics.store = StoreScan(self.service.stats)
         self.store.on_checkpoint = self.metrics.checkpointed

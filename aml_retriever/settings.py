@@ -83,6 +83,10 @@ SETTINGS: tuple[Setting, ...] = (
             "time it was said and its speaker, and the dates it gives relative to that day "
             "written out after it, for a reader that reads only the items' text (the "
             "leaderboard's; agents have created_at and role)"),
+    Setting("held_megabytes", 256, int, "memory each server process keeps of "
+            "the users it searched, for their next Searches, until a write changes them (least "
+            "recently searched let go first; 0 = none: every Search reads all it needs)",
+            minimum=0),
     Setting("candidate_depth", _RETRIEVAL.candidate_depth, int,
             "candidates each ranked list contributes (at least top_k)", minimum=1),
     Setting("hit_depth", _RETRIEVAL.hit_depth, int, "message hits read for each candidate "

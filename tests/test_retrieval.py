@@ -263,7 +263,8 @@ def test_a_window_needs_a_second_member_with_evidence(svc):
     add(svc, "s2", "violin lessons resume", "the weather is grey", "see you", start_ms=T0 + DAY_MS)
     with svc.store.connection("u", create=False) as conn:
         search = Retrieval(conn, RetrievalConfig())
-        reader = HitReader(conn, search.config, search.index, search.visible, search.rows)
+        reader = HitReader(conn, search.config, search.index, search.visible, search.rows,
+                           search.held)
         hits = reader.read(plan("violin attic"), 20, None)
     matched = {m for m, _ in hits.messages}
     windows = [w for w, _ in hits.windows]

@@ -7,7 +7,8 @@ from them, the hop round in `hops`, a named speaker's name counted in their turn
 keys), `scoring` (feature rankers), `fusion` (weighted reciprocal-rank fusion and selection),
 `reorder` (supersession, and one fact's versions from `versions`), `provenance` (each result's
 flags and explanation); after them, with `answer_window_tokens`, `window` (the context that fills a
-reader's window).
+reader's window). What the stages read of a user's file is kept for the next Searches of the same
+state of it by `held`.
 
 May import: `storage`, `analysis`, `common`. Knows nothing of HTTP, MCP or request bodies.
 """

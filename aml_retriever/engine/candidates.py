@@ -26,10 +26,12 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
 from aml_retriever.analysis.tokenizer import quote
+from aml_retriever.engine.held import Held
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import HIDDEN_TABLE
 
@@ -95,19 +97,22 @@ def idf(n: int, df: int) -> float:
 
 
 class TermIndex:
-    """One Search's view of the user's full-text index: its size and each term's document count
-    are read once, however many lists and deeper readings ask for them."""
+    """A Search's view of the user's full-text index: its size, each term's document count and
+    each term's list are read once, however many lists and deeper readings ask for them, and
+    kept for the Searches that follow while the file is unchanged (`held`, engine/held.py)."""
 
-    def __init__(self, conn: sqlite3.Connection, hides: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection, hides: bool = False, held: Held | None = None,
+                 withheld: object = None) -> None:
         self.conn = conn
         self.hides = hides  # whether timeline.HIDDEN_TABLE holds messages this read must not find
-        self._df: dict[Term, int] = {}
+        self.held = held if held is not None else Held()
+        self.withheld = withheld  # what the read withholds, when it `hides` (a key of the lists)
         self._chosen: dict[tuple[Term, ...], list[Term]] = {}
         self._holders: dict[str, frozenset[int]] = {}  # a word -> every message holding its stem
 
     @cached_property
     def size(self) -> int:
-        return index_size(self.conn)
+        return self.held.one("index", "size", lambda: index_size(self.conn))
 
     def ranked(self, terms: tuple[Term, ...], limit: int, session_id: str | None = None,
                min_idf: float = 0.0) -> list[tuple[int, float]]:
@@ -145,7 +150,7 @@ class TermIndex:
     @cached_property
     def average_length(self) -> float:
         """The mean length of a message in index terms (FTS5's own, every column)."""
-        return average_length(self.conn)
+        return self.held.one("index", "average", lambda: average_length(self.conn))
 
     def idf(self, term: Term) -> float:
         """The term's Lucene IDF in this memory (counted once a Search)."""
@@ -171,8 +176,28 @@ class TermIndex:
                               key=lambda it: (-it[1].weight, df.get(it[1].text, 0), it[0]))
         return [t for _, t in sorted(ranked_terms[:MAX_QUERY_TERMS])]
 
-    def _hits(self, term: Term, limit: int, session_id: str | None) -> list[tuple[int, float]]:
-        """One term's best messages with their bm25() part (positive: higher is better)."""
+    def _hits(self, term: Term, limit: int, session_id: str | None) -> tuple[tuple[int, float], ...]:
+        """One term's best messages with their bm25() part (positive: higher is better). When
+        they are every match (fewer than `limit`), the term's count is known, and the messages
+        holding a word's stem (`holders`)."""
+        key = (term, session_id, self.withheld)
+        read: tuple[int, tuple[tuple[int, float], ...]] | None = self.held.get("hits", key)
+        if read is not None and (read[0] >= limit or len(read[1]) < read[0]):
+            # Read as deep or deeper, or every match: the best `limit` are its first (the order
+            # is total: part, then rowid).
+            found = read[1][:limit]
+        else:
+            found = self._read_hits(term, limit, session_id)
+            self.held.keep("hits", key, (limit, found), _list_bytes)
+        if len(found) < limit and session_id is None and not self.hides:
+            self.held.keep("df", term, len(found))
+            if term.column == "words":
+                self._holders.setdefault(term.text, self.held.one(
+                    "holders", key, lambda: frozenset(rowid for rowid, _ in found), _set_bytes))
+        return found
+
+    def _read_hits(self, term: Term, limit: int, session_id: str | None
+                   ) -> tuple[tuple[int, float], ...]:
         sql = f"SELECT rowid, -bm25({INDEX}) AS part FROM {INDEX} WHERE {INDEX} MATCH ?"
         params: list[object] = [term.expression]
         if session_id is not None:
@@ -181,12 +206,7 @@ class TermIndex:
         if self.hides:
             sql += f" AND rowid NOT IN (SELECT id FROM {HIDDEN_TABLE})"
         sql += " ORDER BY part DESC, rowid LIMIT ?"
-        found = self.conn.execute(sql, [*params, limit]).fetchall()
-        if len(found) < limit and session_id is None and not self.hides:
-            self._df.setdefault(term, len(found))  # every match was read: its count is known
-            if term.column == "words":
-                self._holders.setdefault(term.text, frozenset(rowid for rowid, _ in found))
-        return found
+        return tuple(self.conn.execute(sql, [*params, limit]).fetchall())
 
     def holders(self, word: str) -> frozenset[int] | None:
         """Every message whose words column holds the word's stem, when a list of this Search
@@ -196,17 +216,34 @@ class TermIndex:
 
     def doc_count(self, term: Term) -> int:
         """How many messages hold the term (FTS5's df for it)."""
-        if term not in self._df:
-            self._df[term] = self.conn.execute(
-                f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
-                (term.expression,)).fetchone()[0]
-        return self._df[term]
+        return self.held.one("df", term, lambda: self.conn.execute(
+            f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
+            (term.expression,)).fetchone()[0])
+
+
+def _list_bytes(read: tuple[int, tuple[tuple[int, float], ...]]) -> int:
+    """What a held list costs: the tuple, and each hit's pair, int and float (tracemalloc)."""
+    hits = read[1]
+    return 96 + 8 * len(hits) + HIT_BYTES * len(hits)
+
+
+def _set_bytes(ids: frozenset[int]) -> int:
+    return 216 + 40 * len(ids)
+
+
+# A hit held in a list: its pair (56 bytes), its rowid (28) and its part (24).
+HIT_BYTES = 108
 
 
 def token_counts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, int]:
     """How many index terms each message has (FTS5's own document sizes, every column)."""
     return {rowid: sum(_varints(size)) for rowid, size in
             rows_in(conn, f"SELECT id, sz FROM {INDEX}_docsize WHERE id", ids)}
+
+
+def held_counts(conn: sqlite3.Connection, held: Held, ids: Iterable[int]) -> dict[int, int]:
+    """`token_counts`, those held as read (engine/held.py), the others read and held."""
+    return held.many("tokens", sorted(ids), lambda unread: token_counts(conn, unread))
 
 
 def _varints(blob: bytes) -> list[int]:

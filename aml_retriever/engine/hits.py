@@ -15,15 +15,16 @@ from typing import Any
 from aml_retriever.analysis.dates import period_span_ms
 from aml_retriever.analysis.features import DATE_KEY, KEY_END
 from aml_retriever.common.signals import RetrievalConfig
-from aml_retriever.engine.candidates import TermIndex, best, idf, tf_part, token_counts
+from aml_retriever.engine.candidates import TermIndex, best, held_counts, idf, tf_part
+from aml_retriever.engine.held import Held
 from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.engine.query import QueryPlan
-from aml_retriever.engine.rows import MessageRow, load_rows
+from aml_retriever.engine.rows import MessageRow, held_turns, load_rows
 from aml_retriever.engine.speakers import SpeakerTerm
 from aml_retriever.storage import timeline
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import Visibility
-from aml_retriever.storage.views import Turn, turns, windows_joining
+from aml_retriever.storage.views import Turn, windows_joining
 
 # A text longer than this many index terms (words, or CJK unigrams and bigrams) has its lexical
 # score scaled by LONG_TOKENS / length (to the power of the brevity weight). Chat turns stay below
@@ -58,15 +59,17 @@ class Hits:
 
 class HitReader:
     """Reads one Search's hits into `rows`; kept for the Search, so a deeper reading does not
-    read again the lengths a shallower one read."""
+    read again the lengths a shallower one read. What it reads of the file is held for the
+    Searches that follow while the file is unchanged (`held`, engine/held.py)."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig, index: TermIndex,
-                 visible: Visibility, rows: dict[int, MessageRow]) -> None:
+                 visible: Visibility, rows: dict[int, MessageRow], held: Held) -> None:
         self.conn = conn
         self.config = config
         self.index = index
         self.visible = visible
         self.rows = rows
+        self.held = held
         self._tokens: dict[int, int] = {}  # message id -> its length in index terms
         self._brevity = config.weight("brevity")
 
@@ -89,7 +92,8 @@ class HitReader:
                    if w("hop") > 0 else [])
         load_rows(self.conn, self.rows,
                   {m for m, _ in messages} | {m for m, _ in options} | set(following)
-                  | {m for window, _ in windows for m in window} | {m for m, _ in bridged})
+                  | {m for window, _ in windows for m in window} | {m for m, _ in bridged},
+                  self.held)
         if self.visible.hides:  # the index found only visible messages; these
             seen = self.visible.admits          # were reached along the conversation instead
             windows = [(window, score) for window, score in windows if all(map(seen, window))]
@@ -108,7 +112,7 @@ class HitReader:
         said = self._said_in(plan, session_id) if plan.dates and w("date") > 0 else []
         if not named and not said:
             return self.index.ranked(plan.lexical, limit, session_id)
-        speaker_term = SpeakerTerm(self.conn, self.index, self.visible)
+        speaker_term = SpeakerTerm(self.conn, self.index, self.visible, self.held)
         terms, named_terms = speaker_term.split(plan) if named else (plan.lexical, [])
         scores = self.index.scores(terms, limit, session_id)
         speaker_term.add(scores, named_terms, limit, session_id)
@@ -149,7 +153,7 @@ class HitReader:
         for _, dated in said:
             weight = idf(self.index.size, len(dated))
             average = self.index.average_length
-            for rowid, length in sorted(token_counts(self.conn, sorted(dated)).items()):
+            for rowid, length in sorted(held_counts(self.conn, self.held, dated).items()):
                 if length > 0:
                     scores[rowid] += weight * tf_part(length, average)
 
@@ -158,7 +162,7 @@ class HitReader:
         """The second round: messages found by the terms the best hits lend (hops.py), less
         those the question's own terms found (they are ranked by those already)."""
         seeds = [m for m, _ in messages[:HOP_SEEDS]]
-        load_rows(self.conn, self.rows, seeds)
+        load_rows(self.conn, self.rows, seeds, self.held)
         bridges = bridge_terms([self.rows[m].content for m in seeds], plan.lexical)
         return [hit for hit in self.index.ranked(bridges, depth, session_id, MIN_BRIDGE_IDF)
                 if hit[0] not in lexical]
@@ -172,7 +176,7 @@ class HitReader:
             reach = max(reach, 1)
         if reach == 0 and w("segment") <= 0:
             return {}
-        return turns(self.conn, [m for m, _ in messages], reach)
+        return held_turns(self.conn, self.held, [m for m, _ in messages], reach)
 
     def _windows_around(self, messages: list[tuple[int, float]], around: dict[int, Turn],
                         depth: int) -> list[tuple[Window, float]]:
@@ -190,7 +194,7 @@ class HitReader:
         members of the windows scored (reading every hit's neighbours read five rows a hit)."""
         if self._brevity > 0:
             missing = {m for m in ids if m not in self._tokens}
-            self._tokens.update(token_counts(self.conn, sorted(missing)))
+            self._tokens.update(held_counts(self.conn, self.held, missing))
 
     def _brief(self, score: float, members: tuple[int, ...]) -> float:
         """A lexical score discounted for length beyond LONG_TOKENS: BM25 normalises term

@@ -16,6 +16,7 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import TermIndex
 from aml_retriever.engine.facts import Candidates, FusedLists, candidates_of
 from aml_retriever.engine.fusion import Candidate, WordBudget, rrf, select
+from aml_retriever.engine.held import Held
 from aml_retriever.engine.hits import HitReader
 from aml_retriever.engine.keys import QuestionKeys
 from aml_retriever.engine.provenance import Explanation, Part, flags
@@ -46,8 +47,12 @@ class Retrieval:
     """One Search over one user's file."""
 
     def __init__(self, conn: sqlite3.Connection, config: RetrievalConfig,
-                 read: ReadFilter = CURRENT, explain: bool = False) -> None:
+                 read: ReadFilter = CURRENT, explain: bool = False, held: Held | None = None
+                 ) -> None:
         self.conn = conn
+        # What earlier Searches of this state of the file read (engine/held.py); this one
+        # reads what they did not and holds it for the next.
+        self.held = held if held is not None else Held()
         self.config = config
         self.read = read
         self.explain = explain  # each result carries its lists' parts in its score (`Part`)
@@ -61,12 +66,14 @@ class Retrieval:
 
     @cached_property
     def index(self) -> TermIndex:
-        return TermIndex(self.conn, self.visible.hides)
+        withheld = self.read.clause() if self.visible.hides else None
+        return TermIndex(self.conn, self.visible.hides, self.held,
+                         None if withheld is None else (withheld[0], tuple(withheld[1])))
 
     @cached_property
     def _hits(self) -> HitReader:
         """The one stage kept over the deeper readings: it remembers the lengths it read."""
-        return HitReader(self.conn, self.config, self.index, self.visible, self.rows)
+        return HitReader(self.conn, self.config, self.index, self.visible, self.rows, self.held)
 
     def run(self, plan: QueryPlan, top_k: int, session_id: str | None,
             max_words: int | None = None) -> list[Result]:
@@ -75,7 +82,7 @@ class Retrieval:
         and the lists were cut at their depth, the lists are read again, deeper (not when the
         word budget is what cut the results short)."""
         depth = max(self.config.candidate_depth, top_k)
-        self.named = named(self.conn, plan)
+        self.named = named(self.conn, plan, self.held)
         plan = replace(plan, speakers=self.named.names, speaker_roles=self.named.roles)
         words = QuestionWords(plan.exact, self.index, self.rows)  # each message read once a Search
         while True:

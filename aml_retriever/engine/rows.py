@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from aml_retriever.engine.held import Held, text_bytes
 from aml_retriever.storage.store import rows_in
+from aml_retriever.storage.views import Turn, turns
+
+# A held row besides its texts: the object, its dict of 15 fields, their ints and the shared
+# short strings (tracemalloc, BEAM dev rows).
+ROW_BYTES = 700
 
 
 # Not frozen: a Search makes one for every message it reads (about 570 on long messages at top_k
@@ -38,10 +44,33 @@ class MessageRow:
         return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=self.timestamp_ms)).date().isoformat()
 
 
-def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterable[int]) -> None:
-    """Add to `rows` the messages of `ids` it does not hold yet."""
+def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterable[int],
+              held: Held) -> None:
+    """Add to `rows` the messages of `ids` it does not hold yet: held ones as they were read
+    (engine/held.py), the others read and held."""
     missing = [i for i in ids if i not in rows]
-    for row in rows_in(conn, "SELECT id, session_id, role, content, timestamp_ms, segment_id, "
-                       "marks, signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, "
-                       "trust, origin, told FROM messages WHERE id", missing):
-        rows[row[0]] = MessageRow(*row)
+    if missing:
+        rows.update(held.many("rows", missing, lambda unread: _read(conn, unread), row_bytes))
+
+
+def _read(conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
+    return {row[0]: MessageRow(*row) for row in rows_in(
+        conn, "SELECT id, session_id, role, content, timestamp_ms, segment_id, marks, "
+        "signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, trust, origin, told "
+        "FROM messages WHERE id", ids)}
+
+
+def row_bytes(row: MessageRow) -> int:
+    """What a held row costs: the object and its fields (ROW_BYTES) and its texts."""
+    return ROW_BYTES + text_bytes(row.content) + text_bytes(row.signal_keys) + text_bytes(row.told)
+
+
+def held_turns(conn: sqlite3.Connection, held: Held, ids: Sequence[int], reach: int
+               ) -> dict[int, Turn]:
+    """`views.turns`, those held as read (engine/held.py), the others read and held."""
+    return held.many(f"turns {reach}", ids, lambda unread: turns(conn, unread, reach), _turn_bytes)
+
+
+def _turn_bytes(turn: Turn) -> int:
+    """What a held turn costs: the tuple, its run (8 a member) and its ints (tracemalloc)."""
+    return 120 + 40 * len(turn.run)

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 from aml_retriever.analysis.features import SPEAKER_KEY, needle, unnamed_turn
 from aml_retriever.analysis.speakers import NO_SPEAKERS
-from aml_retriever.engine.candidates import Term, TermIndex, best, idf, tf_part, token_counts
+from aml_retriever.engine.candidates import Term, TermIndex, best, held_counts, idf, tf_part
+from aml_retriever.engine.held import Held, text_bytes
 from aml_retriever.engine.query import QueryPlan
+from aml_retriever.engine.rows import held_turns
 from aml_retriever.storage import speakers as stored
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import Visibility
-from aml_retriever.storage.views import turns
 
 # How far from the best hits the named speaker's turns hold the name (see the docstring).
 SPEAKER_REACH = 2
@@ -64,16 +65,21 @@ class Named:
         return found
 
 
-def named(conn: sqlite3.Connection, plan: QueryPlan) -> Named:
+def named(conn: sqlite3.Connection, plan: QueryPlan, held: Held) -> Named:
     """This user's speakers the question names: a speaker its messages name (every word of the
     name in the question), and a name the conversation gives a role."""
     written: set[str] = set()
     if plan.exact:
-        known = {row[0] for row in conn.execute("SELECT speaker FROM speakers")}
+        known = held.one("speakers", "written", lambda: frozenset(
+            row[0] for row in conn.execute("SELECT speaker FROM speakers")), _names_bytes)
         written = {s for s in known if set(s.split()) <= plan.exact}
     # Only a capitalised word names a speaker by the name the conversation gives it: "my first
     # sprint" asks nothing of a "First, ..." the replies open with.
-    found = stored.read(conn) if stored.any_named(conn, plan.names) else NO_SPEAKERS
+    names = tuple(sorted(plan.names))
+    if held.one("speakers named", names, lambda: stored.any_named(conn, names)):
+        found = held.one("speakers", "attached", lambda: stored.read(conn), _speakers_bytes)
+    else:
+        found = NO_SPEAKERS
     roles = sorted((name, role) for name in plan.names if (role := found.role_of(name)))
     return Named(frozenset(written) | {name for name, _ in roles}, tuple(roles))
 
@@ -81,17 +87,18 @@ def named(conn: sqlite3.Connection, plan: QueryPlan) -> Named:
 class SpeakerTerm:
     """A named speaker's name as a term of the messages that speaker said (see the docstring)."""
 
-    def __init__(self, conn: sqlite3.Connection, index: TermIndex, visible: Visibility) -> None:
+    def __init__(self, conn: sqlite3.Connection, index: TermIndex, visible: Visibility,
+                 held: Held) -> None:
         self.conn = conn
         self.index = index
         self.visible = visible
+        self.held = held
 
     def split(self, plan: QueryPlan) -> tuple[tuple[Term, ...], list[tuple[Term, str]]]:
         """The question's terms less the names of speakers known by their role, and those names'
         terms with their roles (only roles with turns that name no speaker in their text: in a
         conversation whose every turn opens with "Name: ", nothing changes)."""
-        roles = {name: role for name, role in plan.speaker_roles
-                 if stored.unnamed(self.conn, role) > 0}
+        roles = {name: role for name, role in plan.speaker_roles if self._unnamed(role) > 0}
         named_terms = [(t, roles[t.text]) for t in plan.lexical
                        if t.column == "words" and t.text in roles]
         if not named_terms:
@@ -106,23 +113,43 @@ class SpeakerTerm:
         texts that write it. The texts that write it are the other side's ("Thanks, Caroline"):
         they speak to the speaker, not for them, and get nothing."""
         for term, role in named_terms:
-            weight = term.weight * idf(self.index.size,
-                                       self.index.doc_count(term) + stored.unnamed(self.conn, role))
+            weight = term.weight * idf(self.index.size, self.index.doc_count(term) + self._unnamed(role))
             said = self._turns_of(role, self._near(best(scores, limit)))
             average = self.index.average_length
-            for rowid, length in sorted(token_counts(self.conn, said).items()):
+            for rowid, length in sorted(held_counts(self.conn, self.held, said).items()):
                 if length > 0:
                     scores[rowid] += weight * tf_part(length, average)
 
     def _near(self, hits: list[tuple[int, float]]) -> list[int]:
         """The messages within SPEAKER_REACH of the hits."""
-        return sorted({m for turn in turns(self.conn, [m for m, _ in hits], SPEAKER_REACH).values()
-                       for m in turn.run})
+        return sorted({m for turn in held_turns(self.conn, self.held, [m for m, _ in hits],
+                                                SPEAKER_REACH).values() for m in turn.run})
+
+    def _unnamed(self, role: str) -> int:
+        return self.held.one("unnamed", role, lambda: stored.unnamed(self.conn, role))
 
     def _turns_of(self, role: str, near: Sequence[int]) -> list[int]:
         """The role's messages among these that name no speaker of their own (and are visible)."""
         if self.visible.hides:
             near = [m for m in near if self.visible.admits(m)]
-        return [m for m, message_role, keys in
-                rows_in(self.conn, "SELECT id, role, signal_keys FROM messages WHERE id", near)
-                if message_role == role and unnamed_turn(message_role, keys)]
+        said = self.held.many("role and keys", near, self._roles_and_keys, _pair_bytes)
+        return [m for m in near if m in said and said[m][0] == role
+                and unnamed_turn(role, said[m][1])]
+
+    def _roles_and_keys(self, ids: list[int]) -> dict[int, tuple[str, str]]:
+        return {m: (role, keys) for m, role, keys in rows_in(
+            self.conn, "SELECT id, role, signal_keys FROM messages WHERE id", ids)}
+
+
+
+def _names_bytes(names: frozenset[str]) -> int:
+    return 216 + sum(64 + text_bytes(name) for name in names)
+
+
+def _speakers_bytes(_: object) -> int:
+    """A role's names and their evidence: at most MOST_NAMES of them (storage/speakers.py)."""
+    return 64 * 1024
+
+
+def _pair_bytes(said: tuple[str, str]) -> int:
+    return 64 + text_bytes(said[1])  # the role's string is shared with the rows'

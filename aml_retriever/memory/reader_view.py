@@ -142,6 +142,12 @@ class ReaderView:
         return self.speakers.written.get(longest, longest.title()), "conversation"
 
 
+def view_bytes(_: ReaderView) -> int:
+    """What a view held for a user's next Searches costs (memory/reads.py): its names attached
+    to roles, at most MOST_NAMES with their evidence (storage/speakers.py), and its roles'."""
+    return 64 * 1024
+
+
 def written_out(content: str, timestamp_ms: int) -> tuple[tuple[str, str], ...]:
     """The dates a message gives relative to its day, as written and as the day they are
     (features.told_of, which an Add stores)."""

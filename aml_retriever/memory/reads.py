@@ -12,15 +12,16 @@ from aml_retriever.analysis.tokenizer import reading_words
 from aml_retriever.analysis.tokens import pieces, pieces_within
 from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
+from aml_retriever.engine.held import Held
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
+from aml_retriever.engine.rows import load_rows
 from aml_retriever.engine.speakers import Named
 from aml_retriever.memory import reader_view
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.reader_view import ReaderView, Said
 from aml_retriever.memory.validation import SearchRequest
 from aml_retriever.storage import audit, timeline
-from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import CURRENT, ReadFilter
 from aml_retriever.storage.views import WINDOW_SEPARATOR
 
@@ -37,14 +38,19 @@ class Reads(Part):
         `statements`, each result also carries the lifecycle fields of a statement (`origin`,
         `trust`, `valid_from`, `superseded_by`), as the agents' memory answers them."""
         max_words = request.max_words or self.service.default_max_words
+        path = self.store.shard_path(request.user_id)
         with self.store.connection(request.user_id, create=False) as conn:
             if conn is None:
+                self.service.held.drop(path)  # deleted, here or by another process
                 return {"data": [], "words": 0} if max_words else {"data": []}
             with self.store.read(conn):
-                query_plan = plan(request.query, request.options, timeline.latest_said(conn))
-                retrieval = Retrieval(conn, self.retrieval, request.read, request.explain)
+                held = self.service.held.of(path, self.store.stamp(conn))
+                latest = held.one("latest said", None, lambda: timeline.latest_said(conn))
+                query_plan = plan(request.query, request.options, latest)
+                retrieval = Retrieval(conn, self.retrieval, request.read, request.explain, held)
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
-                view = ReaderView.read(conn) if self.service.reader_view else None
+                view = (held.one("reader view", None, lambda: ReaderView.read(conn),
+                                 reader_view.view_bytes) if self.service.reader_view else None)
                 shown = [view.results(r.candidate.members, retrieval.rows) if view else None
                          for r in results]
                 data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
@@ -53,6 +59,7 @@ class Reads(Part):
                 if self.service.answer_window_tokens and any(c.isalnum() for c in request.query):
                     data, words = self._fill(conn, request, retrieval, results, data, max_words,
                                              view, shown)
+        self.service.held.settle()
         found: dict[str, Any] = {"data": data}
         if max_words:
             found["words"] = words
@@ -67,7 +74,7 @@ class Reads(Part):
         bounds the whole answer too (the messages' own words). The window is counted in pieces
         (analysis/tokens.pieces) with the estimate's margin taken once, for the whole answer.
         Returns the items and their words."""
-        outline = window.Outline(conn, request.read, request.session_id)
+        outline = self._outline(conn, request, retrieval.held)
         outline.load([m for r in results for m in r.candidate.members])
         keep, _ = window.kept((sum(reading_words(retrieval.rows[m].content)
                                    for m in r.candidate.members) for r in results), request.top_k)
@@ -90,9 +97,11 @@ class Reads(Part):
         blocks = window.context(outline, [r.candidate.members for r in results], returned,
                                 budget, request.top_k - len(front),
                                 retrieval.named.role_set or window.USERS, costs)
-        stored = {row[0]: row for row in rows_in(
-            conn, "SELECT id, content, timestamp_ms, role, signal_keys, marks, told FROM messages "
-            "WHERE id", [m for block in blocks for m in block.ids])}
+        rows = retrieval.rows
+        load_rows(conn, rows, [m for block in blocks for m in block.ids], retrieval.held)
+        stored = {m: (m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
+                      rows[m].signal_keys, rows[m].marks, rows[m].told)
+                  for block in blocks for m in block.ids}
         seen = {retrieval.rows[m].content for m in returned}
         blocks = window.once(outline, blocks, {m: row[1] for m, row in stored.items()}, seen)
         if max_words is not None:
@@ -100,6 +109,20 @@ class Reads(Part):
                                    {m: reading_words(stored[m][1]) for m in stored}, max_words, used)
         context = self._context_items(blocks, stored, outline, view, request.explain)
         return [data[i] for i in front] + context, used
+
+    @staticmethod
+    def _outline(conn: sqlite3.Connection, request: SearchRequest, held: Held) -> window.Outline:
+        """The fill's outline of the memory: held from an earlier Search of the same state when
+        it was read whole (a paged one is read as far as each fill walks, and its READ_LIMIT
+        counts one fill's reads: never held)."""
+        where, params = request.read.clause()
+        key = (where, tuple(params), request.session_id)
+        outline: window.Outline | None = held.get("outline", key)
+        if outline is None:
+            outline = window.Outline(conn, request.read, request.session_id)
+            if outline.whole:
+                held.keep("outline", key, outline, window.outline_bytes)
+        return outline
 
     def _context_items(self, blocks: list[window.Block], stored: dict[int, tuple[Any, ...]],
                        outline: window.Outline, view: ReaderView | None,

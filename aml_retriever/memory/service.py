@@ -11,6 +11,7 @@ from typing import Any
 from aml_retriever import __version__
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term
+from aml_retriever.engine.held import HELD_BYTES, HeldUsers
 from aml_retriever.memory.listing import Listing
 from aml_retriever.memory.reads import Reads
 from aml_retriever.memory.removal import Removal
@@ -28,7 +29,7 @@ class MemoryService:
     def __init__(self, store: Store, provenance: bool = True,
                  retrieval: RetrievalConfig | None = None,
                  default_max_words: int | None = None, answer_window_tokens: int = 0,
-                 reader_view: bool = False) -> None:
+                 reader_view: bool = False, held_bytes: int = HELD_BYTES) -> None:
         self.store = store
         self.provenance = provenance
         self.retrieval = retrieval or RetrievalConfig()
@@ -37,6 +38,8 @@ class MemoryService:
         self.answer_window_tokens = answer_window_tokens
         # Each message an answer returns shown with its day, time and speaker (reader_view.py).
         self.reader_view = reader_view
+        # What Searches read of the users searched, kept for their next Searches (held.py).
+        self.held = HeldUsers(held_bytes)
         self.writes = Writes(self)
         self.reads = Reads(self)
         self.removal = Removal(self)

@@ -104,6 +104,12 @@ class Connections:
             return False
         return (found.st_dev, found.st_ino) == (device, inode)
 
+    def identity(self, conn: sqlite3.Connection) -> tuple[int, int] | None:
+        """The (device, inode) of the file a connection was opened on; None for a copy in
+        memory (`_read_copy`), which nothing keeps beyond its request."""
+        opened = self._files.get(id(conn))
+        return None if opened is None else opened[1:]
+
     def close_removed(self) -> int:
         """Close the idle connections whose files were removed, so their space is given back
         (the checkpoint loop calls it). Returns how many closed."""

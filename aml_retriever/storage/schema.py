@@ -15,6 +15,7 @@ from pathlib import Path
 
 from aml_retriever import __version__
 from aml_retriever.common.errors import StoreError
+from aml_retriever.storage import generation
 from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
@@ -112,6 +113,8 @@ class Schema:
             conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
                 ("format", kind.format), ("index_identity", self.index_identity),
                 ("created_by", __version__), ("created_ms", str(int(time.time() * 1000)))])
+        if kind is USER_FILE:
+            generation.moved(conn)  # what any process held of it was of the file before
         conn.execute(f"PRAGMA user_version = {kind.version}")
 
     def _check_format(self, conn: sqlite3.Connection, kind: FileKind) -> None:

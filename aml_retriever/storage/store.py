@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from aml_retriever.common.signals import RetrievalConfig
-from aml_retriever.storage import transactions
+from aml_retriever.storage import generation, transactions
 from aml_retriever.storage.catalog import Catalog, ServerLock
 from aml_retriever.storage.checkpoints import Checkpoints
+from aml_retriever.storage.generation import Stamp
 from aml_retriever.storage.pool import (
     IDLE_CONNECTIONS,
     Connections,
@@ -121,6 +122,12 @@ class Store:
 
     def release_idle(self) -> int:
         return self._connections.release_idle()
+
+    def stamp(self, conn: sqlite3.Connection) -> Stamp | None:
+        """The committed state a read transaction sees of its user file (generation.py); None
+        for a copy in memory of a file a full disk left at an earlier schema."""
+        identity = self._connections.identity(conn)
+        return None if identity is None else generation.stamp(conn, *identity)
 
     def close_removed(self) -> int:
         return self._connections.close_removed()

@@ -9,6 +9,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from aml_retriever.storage import generation
+
 
 @contextmanager
 def write(conn: sqlite3.Connection, committed: Callable[[sqlite3.Connection], None],
@@ -19,15 +21,20 @@ def write(conn: sqlite3.Connection, committed: Callable[[sqlite3.Connection], No
     `committed` is told of the connection after the commit (its file now needs a checkpoint).
     `writable` refuses a write that could not be kept (pool.Connections.check_writable), asked
     once the write lock is held: to a file removed meanwhile (503 to retry), to a copy in
-    memory of a file a full disk left at an earlier schema (507); nothing is acknowledged."""
+    memory of a file a full disk left at an earlier schema (507); nothing is acknowledged.
+    Every write moves the file's generation (generation.py), so no process serves what it held
+    of the file before it."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         writable(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    changes = conn.total_changes
     try:
         yield conn
+        if conn.total_changes != changes:  # a replayed Add writes nothing and moves nothing
+            generation.moved(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise

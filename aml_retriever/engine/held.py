@@ -1,0 +1,173 @@
+"""What a serving process keeps of a user's file between Searches: `Held`, the reads of one
+committed state of one file, and `HeldUsers`, the users' held states within a byte budget.
+
+The leaderboard asks hundreds of questions of one user in a row and an agent many of one
+project memory, and most of what a Search reads does not depend on its question: a message's
+row, its length in index terms and its links; the index's size and each term's count; the
+speakers; and, across questions, many of the same terms' lists (BEAM dev, the 538 questions in
+order: 31% of the term lists a Search reads were read by an earlier question of the same user,
+38% of the time the lists take).
+
+The rules that keep a held read exactly what reading would return:
+- A `Held` belongs to one committed state of one file, its `stamp` (storage/generation.py):
+  what it holds was read inside a read transaction that saw that state, and it is given only to
+  Searches whose read transaction sees the same stamp. Every write moves the stamp, in whatever
+  process it is made, so nothing held is used after a write: the next Search starts a new
+  `Held`.
+- A held value is what the read returned, never changed afterwards (rows, tuples, frozensets),
+  and keyed by everything the read depends on (a term's list by its term, depth, session and
+  what the read withholds).
+- Nothing is shared across users: a `Held` is one file's, looked up by that file's path.
+
+A Search with nothing held (the first of a user, or with holding off) reads everything, as a
+Search always did, and holds what it read for the next.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+# What a held entry costs besides its value: its key and its slot in a dict (a small int or
+# tuple key and the table's share per entry, CPython 3.11, measured with tracemalloc over the
+# BEAM dev users: 104 to 150 bytes an entry).
+ENTRY_BYTES = 128
+# What a value costs when no measure is given: an int, a short tuple, a small object.
+SMALL_BYTES = 64
+# The default budget of `HeldUsers`: what a process may hold of all its users together.
+HELD_BYTES = 256 * 1024 * 1024
+
+
+def small(_: object) -> int:
+    return SMALL_BYTES
+
+
+def text_bytes(text: str | None) -> int:
+    """What a held string costs (its object, its characters at their width)."""
+    return sys.getsizeof(text) if text is not None else 0
+
+
+class Held:
+    """The reads of one committed state (`stamp`) of one user's file, by kind and key. Kept by
+    `HeldUsers` for the Searches that follow, or made for one Search alone (`stamp` None)."""
+
+    def __init__(self, stamp: Hashable | None = None) -> None:
+        self.stamp = stamp
+        # An estimate (`cost` of every value held, plus ENTRY_BYTES each): threads holding the
+        # same state at once may each count a value both read.
+        self.bytes = 0
+        self._kinds: dict[str, dict[Any, Any]] = {}
+
+    def one(self, kind: str, key: Hashable, read: Callable[[], V],
+            cost: Callable[[V], int] = small) -> V:
+        """The held value of (kind, key), read and held when there is none yet."""
+        held = self._kinds.setdefault(kind, {})
+        try:
+            return held[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = held[key] = read()
+            self.bytes += ENTRY_BYTES + cost(value)
+            return value
+
+    def many(self, kind: str, keys: Iterable[K], read: Callable[[list[K]], Mapping[K, V]],
+             cost: Callable[[V], int] = small) -> dict[K, V]:
+        """The held values of these keys of one kind, those not held read together (`read`
+        gets the missing keys, in the order given, and returns the values it found). A key the
+        read finds nothing for is read again next time."""
+        held: dict[Any, Any] = self._kinds.setdefault(kind, {})
+        found: dict[K, V] = {}
+        missing: dict[K, None] = {}
+        for key in keys:
+            if key in held:
+                found[key] = held[key]
+            else:
+                missing[key] = None
+        if missing:
+            fresh = read(list(missing))
+            for key, value in fresh.items():
+                if key not in held:
+                    held[key] = value
+                    self.bytes += ENTRY_BYTES + cost(value)
+            found.update(fresh)
+        return found
+
+    def get(self, kind: str, key: Hashable) -> Any:
+        """The held value of (kind, key), or None."""
+        return self._kinds.get(kind, {}).get(key)
+
+    def keep(self, kind: str, key: Hashable, value: V, cost: Callable[[V], int] = small) -> None:
+        """Hold a value read along with another (a term's count, from its whole list), or in
+        place of one read less far (a term's list read deeper)."""
+        held = self._kinds.setdefault(kind, {})
+        if key in held:
+            self.bytes -= ENTRY_BYTES + cost(held[key])
+        held[key] = value
+        self.bytes += ENTRY_BYTES + cost(value)
+
+
+class HeldUsers:
+    """The held states of the users a process searched most recently, together within
+    `budget` bytes (least recently searched dropped first; a user whose state alone outgrows it
+    is held no longer). A budget of 0 holds nothing: every Search reads everything."""
+
+    def __init__(self, budget: int = HELD_BYTES) -> None:
+        self.budget = budget
+        self._held: OrderedDict[Path, Held] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, path: Path, stamp: Hashable | None) -> Held:
+        """The state held of the file at `path` as of `stamp`; a new one when none is (held
+        for the next Searches, in place of one of an earlier state). A read of an older state
+        than the one held (a transaction begun before a write another Search has seen) gets
+        one of its own."""
+        if stamp is None or self.budget <= 0:
+            return Held()
+        with self._lock:
+            held = self._held.get(path)
+            if held is not None and held.stamp == stamp:
+                self._held.move_to_end(path)
+                return held
+            fresh = Held(stamp)
+            if held is None or _later(stamp, held.stamp):
+                self._held[path] = fresh
+                self._held.move_to_end(path)
+            return fresh
+
+    def settle(self) -> None:
+        """Drop the least recently searched users' states until what is held is within the
+        budget (after a Search, which may have held more)."""
+        with self._lock:
+            total = sum(h.bytes for h in self._held.values())
+            while self._held and total > self.budget:
+                _, dropped = self._held.popitem(last=False)
+                total -= dropped.bytes
+
+    def drop(self, path: Path) -> None:
+        """Hold nothing more of a file (its user deleted, or no file at its path)."""
+        with self._lock:
+            self._held.pop(path, None)
+
+    @property
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(h.bytes for h in self._held.values())
+
+    @property
+    def users(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+
+def _later(stamp: Hashable, than: Hashable | None) -> bool:
+    """Whether `stamp` is of a later state than `than`: another file (device, inode or secret),
+    or the same file at a later generation (storage/generation.Stamp)."""
+    if not isinstance(stamp, tuple) or not isinstance(than, tuple):
+        return True
+    return stamp[:-1] != than[:-1] or stamp[-1] > than[-1]
