@@ -55,6 +55,7 @@ class App:
                                      config.answer_window_tokens, config.reader_view,
                                      config.held_megabytes * 2**20)
         self.metrics = Metrics(process)
+        self.metrics.held = self.service.held
         self.metrics.store = StoreScan(self.service.stats)
         self.store.on_checkpoint = self.metrics.checkpointed
         self.server = AmlHTTPServer(config, self.service, self.metrics,

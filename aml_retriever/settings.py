@@ -83,7 +83,7 @@ SETTINGS: tuple[Setting, ...] = (
             "time it was said and its speaker, and the dates it gives relative to that day "
             "written out after it, for a reader that reads only the items' text (the "
             "leaderboard's; agents have created_at and role)"),
-    Setting("held_megabytes", 256, int, "memory each server process keeps of "
+    Setting("held_megabytes", 64, int, "memory each server process keeps of "
             "the users it searched, for their next Searches, until a write changes them (least "
             "recently searched let go first; 0 = none: every Search reads all it needs)",
             minimum=0),

@@ -130,8 +130,11 @@ def naive_write(directory: Path, uid: str, messages: Sequence[Message]) -> None:
 
 
 def search_in_process(service_db: Path, uid: str, queries: Sequence[str], rounds: int) -> dict[str, Any]:
-    """The service's top_k 100 Search and its floor, interleaved, over the same user file."""
-    return pair(*time_in_process(service_db, [(uid, q) for q in queries], rounds, TOP_K))
+    """The service's top_k 100 Search and its floor, interleaved, over the same user file: each
+    query asked once (`first`: the service holding what the earlier queries read), then again."""
+    first = Samples("service, first ask"), Samples("floor, first ask")
+    found = pair(*time_in_process(service_db, [(uid, q) for q in queries], rounds, TOP_K, first))
+    return {**found, "first": pair(*first)}
 
 
 def time_in_process(service_db: Path, questions: Sequence[tuple[str, str]], rounds: int,
@@ -191,8 +194,11 @@ def pair(ours: Samples, reference: Samples) -> dict[str, Any]:
 
 
 def search_over_http(ours: int, naive: int, uid: str, queries: Sequence[str], rounds: int) -> dict[str, Any]:
-    """The real server and the naive service, one keep-alive client each, interleaved."""
-    return pair(*time_over_http(ours, naive, [(uid, q) for q in queries], rounds, TOP_K))
+    """The real server and the naive service, one keep-alive client each, interleaved: each
+    query asked once (`first`), then again."""
+    first = Samples("ours, first ask"), Samples("naive, first ask")
+    found = pair(*time_over_http(ours, naive, [(uid, q) for q in queries], rounds, TOP_K, first))
+    return {**found, "first": pair(*first)}
 
 
 def time_over_http(ours: int, naive: int, questions: Sequence[tuple[str, str]], rounds: int,
@@ -228,14 +234,15 @@ def search_http_against_fts(port: int, user_file: Path, uid: str, queries: Seque
     bodies = [json.dumps({"user_id": uid, "query": q, "top_k": SHORT_TOP_K}).encode() for q in queries]
     expressions = [plan(q).expression or '""' for q in queries]
     http, floor = Samples("HTTP"), Samples("floor")
+    first = Samples("HTTP, first ask"), Samples("floor, first ask")
     try:
         alternate([(lambda b=b: _ok(client.call("POST", "/search", b)),
                     lambda e=e: raw.execute(FLOOR_SQL, (e, SHORT_TOP_K)).fetchall())
-                   for b, e in zip(bodies, expressions, strict=True)], http, floor, rounds)
+                   for b, e in zip(bodies, expressions, strict=True)], http, floor, rounds, first)
     finally:
         raw.close()
         client.close()
-    return pair(http, floor)
+    return {**pair(http, floor), "first": pair(*first)}
 
 
 def user_file(service_db: Path, uid: str) -> Path:
@@ -354,16 +361,18 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     with ServerProcess(service_db, root / "server.log") as server:
         naive = NaiveProcess(naive_dir, root / "naive.log")
         try:
-            for uid in users:
-                log(f"HTTP Search, {uid}")
-                report["search"][uid]["http"] = search_over_http(server.port, naive.port, uid,
-                                                                 queries[uid], args.rounds)
+            # First, while the server holds nothing of the user: its queries are asked again at
+            # top_k 100 below.
             if short_file is None:
                 report["http_top10"] = {"user": short, "skipped": f"{SHORT_SIZE} is not among --sizes"}
             else:
                 log(f"HTTP Search top_k {SHORT_TOP_K} against one FTS5 query, {short}")
                 report["http_top10"] = {"user": short, **search_http_against_fts(
                     server.port, short_file, short, queries[short], args.rounds)}
+            for uid in users:
+                log(f"HTTP Search, {uid}")
+                report["search"][uid]["http"] = search_over_http(server.port, naive.port, uid,
+                                                                 queries[uid], args.rounds)
             log("HTTP Adds of long messages")
             report["http_adds"] = adds_over_http(server.port, naive.port, args.seed, args.add_messages)
         finally:
@@ -383,18 +392,21 @@ def mean_words(messages: Sequence[Message]) -> float:
 def verdicts(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for uid, result in report["search"].items():
-        rows.append(verdict(f"Search top_k 100 over HTTP, {uid}: p50 / naive service",
-                             result["http"]["p50_ratio"], TARGETS["http_search"], lower=True))
-        rows.append(verdict(f"Search top_k 100 in-process, {uid}: paired ratio to one FTS5 query",
-                             result["in_process"]["paired_ratio"], TARGETS["inprocess_search"], lower=True))
+        rows.append(verdict(f"Search top_k 100 over HTTP, {uid}, each query asked once: p50 / "
+                            "naive service", result["http"]["first"]["p50_ratio"],
+                            TARGETS["http_search"], lower=True))
+        rows.append(verdict(f"Search top_k 100 in-process, {uid}, each query asked once: paired "
+                            "ratio to one FTS5 query", result["in_process"]["first"]["paired_ratio"],
+                            TARGETS["inprocess_search"], lower=True))
     rows.append(verdict("Adds of long messages in-process / bare FTS5 inserts",
                          report["in_process_adds"]["ratio"], TARGETS["inprocess_add"], lower=False))
     rows.append(verdict("Adds of long messages over HTTP / naive service",
                          report["http_adds"]["ratio"], TARGETS["http_add"], lower=False))
     top10 = report["http_top10"]
     if "skipped" not in top10:
-        rows.append(verdict(f"Search top_k {SHORT_TOP_K} over HTTP, {top10['user']}: p50 / one in-process "
-                            "FTS5 query", top10["p50_ratio"], TARGETS["http_search_top10"], lower=True))
+        rows.append(verdict(f"Search top_k {SHORT_TOP_K} over HTTP, {top10['user']}, each query "
+                            "asked once: p50 / one in-process FTS5 query",
+                            top10["first"]["p50_ratio"], TARGETS["http_search_top10"], lower=True))
     return rows
 
 
@@ -405,16 +417,18 @@ def verdict(what: str, value: float, target: float, lower: bool) -> dict[str, An
 
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Long messages at top_k 100 (`bench_long.py`)", "",
-             "| user | words a message | in-process p50 ms: ours / floor | paired ratio | "
+             "| user, queries | words a message | in-process p50 ms: ours / floor | paired ratio | "
              "HTTP p50 ms: ours / naive | HTTP p95 ms: ours / naive | HTTP p50 ratio |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for uid, r in report["search"].items():
-        inp, http = r["in_process"], r["http"]
-        lines.append(f"| {uid} | {r['words_per_message']:.0f} | {inp['ours']['p50']:.2f} / "
-                     f"{inp['reference']['p50']:.2f} | {inp['paired_ratio']:.2f}x | "
-                     f"{http['ours']['p50']:.2f} / {http['reference']['p50']:.2f} | "
-                     f"{http['ours']['p95']:.2f} / {http['reference']['p95']:.2f} | "
-                     f"{http['p50_ratio']:.2f}x |")
+        for asked, inp, http in (("asked once", r["in_process"]["first"], r["http"]["first"]),
+                                 ("asked again", r["in_process"], r["http"])):
+            lines.append(f"| {uid}, {asked} | {r['words_per_message']:.0f} | "
+                         f"{inp['ours']['p50']:.2f} / {inp['reference']['p50']:.2f} | "
+                         f"{inp['paired_ratio']:.2f}x | "
+                         f"{http['ours']['p50']:.2f} / {http['reference']['p50']:.2f} | "
+                         f"{http['ours']['p95']:.2f} / {http['reference']['p95']:.2f} | "
+                         f"{http['p50_ratio']:.2f}x |")
     ia, ha = report["in_process_adds"], report["http_adds"]
     lines += ["", "| Adds of long messages | ours msg/s | reference msg/s | ratio |", "|---|---:|---:|---:|",
               f"| in-process, FULL, 20 a transaction (reference: bare FTS5 inserts) | "
@@ -442,12 +456,15 @@ def _top10_markdown(top10: dict[str, Any]) -> list[str]:
     title = f"Search top_k {SHORT_TOP_K} over HTTP, {top10['user']}, against one in-process FTS5 query"
     if "skipped" in top10:
         return [f"{title}: skipped ({top10['skipped']})."]
-    ours, ref = top10["ours"], top10["reference"]
-    return [f"| {title} | p50 ms | p95 ms |", "|---|---:|---:|",
-            f"| Search over HTTP | {ours['p50']:.2f} | {ours['p95']:.2f} |",
-            f"| one FTS5 query, LIMIT {SHORT_TOP_K}, same terms | {ref['p50']:.2f} | {ref['p95']:.2f} |",
-            "", f"HTTP / FTS5 query: {top10['p50_ratio']:.2f}x at p50, {top10['paired_ratio']:.2f}x "
-            "paired median."]
+    first = top10["first"]
+    lines = [f"| {title} | p50 ms | p95 ms |", "|---|---:|---:|"]
+    for asked, r in (("each query asked once", first), ("asked again", top10)):
+        lines += [f"| Search over HTTP, {asked} | {r['ours']['p50']:.2f} | {r['ours']['p95']:.2f} |",
+                  f"| one FTS5 query, LIMIT {SHORT_TOP_K}, same terms, {asked} | "
+                  f"{r['reference']['p50']:.2f} | {r['reference']['p95']:.2f} |"]
+    return [*lines, "", f"HTTP / FTS5 query, each query asked once: {first['p50_ratio']:.2f}x at "
+            f"p50, {first['paired_ratio']:.2f}x paired median; asked again: "
+            f"{top10['p50_ratio']:.2f}x, {top10['paired_ratio']:.2f}x."]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

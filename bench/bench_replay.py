@@ -210,10 +210,10 @@ def markdown(report: dict[str, Any]) -> str:
              "|---|---:|---:|---:|---:|"]
     for what, r in (("in-process, each question asked once (reference: one FTS5 query)", inp_first),
                     ("in-process, the first question of each user", inp_first["users_first"]),
-                    ("in-process, asked again (everything held)", inp),
+                    ("in-process, asked again (held, when the budget holds every user)", inp),
                     ("over HTTP, each question asked once (reference: the naive service)", http_first),
                     ("over HTTP, the first question of each user", http_first["users_first"]),
-                    ("over HTTP, asked again (everything held)", http)):
+                    ("over HTTP, asked again (held, when the budget holds every user)", http)):
         lines.append(f"| {what} | {r['ours']['p50']:.2f} / {r['ours']['p95']:.2f} | "
                      f"{r['reference']['p50']:.2f} / {r['reference']['p95']:.2f} | "
                      f"{r['p50_ratio']:.2f}x | {r['paired_ratio']:.2f}x |")

@@ -451,7 +451,11 @@ CORPUS_FORMAT = "bench-corpus-v1"
 # The modules whose source shapes the rows an Add writes (schema, index terms, features, views):
 # with the index identity they make the write identity a kept store records, so a store written
 # by other code is rebuilt instead of measured as if it were current.
-WRITE_MODULES = ("migrations", "tokenizer", "features", "dates", "views", "service")
+# The modules whose code decides what a built store holds (a kept build is reused until one
+# changes), by their path in the package.
+WRITE_MODULES = ("storage/migrations", "analysis/tokenizer", "analysis/features", "analysis/dates",
+                 "analysis/speakers", "analysis/tokens", "storage/views", "storage/speakers",
+                 "memory/writes", "memory/derived")
 # Building is set-up, not the thing measured: written crash-safe, not power-safe.
 BUILD_SYNCHRONOUS = "NORMAL"
 # A checkpoint every this many Adds keeps a big user's WAL from growing to hundreds of MB (the

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,22 @@ def test_a_file_written_before_the_generation_counts_from_zero(tmp_path):
         assert "a cello too" in contents(svc, "u", "cello")
     finally:
         svc.close()
+
+
+def test_metrics_show_what_a_process_holds(tmp_path):
+    app = start_app(tmp_path)
+    client = Client(app.port)
+    try:
+        def gauge(name: str) -> float:
+            with urllib.request.urlopen(f"http://127.0.0.1:{app.port}/metrics", timeout=30) as answer:
+                text = answer.read().decode()
+            (value,) = [line.split()[-1] for line in text.splitlines() if line.startswith(name + "{")]
+            return float(value)
+
+        assert gauge("aml_held_users") == 0 and gauge("aml_held_bytes") == 0
+        assert client.add("u", "r1", ["the harbour opens at dawn"]).status == 200
+        assert client.contents("u", "harbour")
+        assert gauge("aml_held_users") == 1 and gauge("aml_held_bytes") > 0
+    finally:
+        client.close()
+        app.stop()

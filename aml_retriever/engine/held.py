@@ -41,8 +41,15 @@ V = TypeVar("V")
 ENTRY_BYTES = 128
 # What a value costs when no measure is given: an int, a short tuple, a small object.
 SMALL_BYTES = 64
-# The default budget of `HeldUsers`: what a process may hold of all its users together.
-HELD_BYTES = 256 * 1024 * 1024
+# The default budget of `HeldUsers`: what a process may hold of all its users together. The
+# leaderboard asks a user's questions in a row, so the user asked holds what it needs (a BEAM dev
+# user after its 20 questions: 1.6 to 8.1 MiB; a LoCoMo dev user after its 200: 1.5 to 3.0 MiB), and
+# 64 MiB keeps a server of 1,000,000 messages within 200 MB (bench_footprint.py: 256 MiB let
+# random users' states take it to 317 MB).
+HELD_BYTES = 64 * 1024 * 1024
+
+
+_ABSENT = object()
 
 
 def small(_: object) -> int:
@@ -83,18 +90,18 @@ class Held:
         read finds nothing for is read again next time."""
         held: dict[Any, Any] = self._kinds.setdefault(kind, {})
         found: dict[K, V] = {}
-        missing: dict[K, None] = {}
+        missing: list[K] = []
+        get = held.get
         for key in keys:
-            if key in held:
-                found[key] = held[key]
+            value = get(key, _ABSENT)
+            if value is _ABSENT:
+                missing.append(key)
             else:
-                missing[key] = None
+                found[key] = value
         if missing:
-            fresh = read(list(missing))
-            for key, value in fresh.items():
-                if key not in held:
-                    held[key] = value
-                    self.bytes += ENTRY_BYTES + cost(value)
+            fresh = read(list(dict.fromkeys(missing)))
+            held.update(fresh)  # a value another thread read meanwhile is the same value
+            self.bytes += ENTRY_BYTES * len(fresh) + sum(map(cost, fresh.values()))
             found.update(fresh)
         return found
 

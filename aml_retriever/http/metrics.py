@@ -79,6 +79,9 @@ FAMILIES = (
     Family("aml_wal_checkpoints_total", "counter",
            "WAL checkpoints of user files: done, or busy (a reader or a full disk in the way: "
            "retried)."),
+    Family("aml_held_users", "gauge", "Users whose state this process holds between Searches."),
+    Family("aml_held_bytes", "gauge",
+           "Bytes this process holds of its users between Searches (its estimate)."),
     Family("aml_metrics_age_seconds", "gauge",
            "How old each process's numbers in this answer are (0: the process answering)."),
     Family("aml_store_users", "gauge", "Users with at least one message (from the store scan)."),
@@ -107,6 +110,16 @@ class ConnectionCounts(Protocol):
     def open_count(self) -> int: ...
 
 
+class HeldCounts(Protocol):
+    """What the process holds of its users between Searches (engine/held.HeldUsers)."""
+
+    @property
+    def users(self) -> int: ...
+
+    @property
+    def held_bytes(self) -> int: ...
+
+
 class Histogram:
     """Counts per bucket (not cumulative: made so when shown), their sum and count."""
 
@@ -133,6 +146,7 @@ class Metrics:
     def __init__(self, process: int = 0) -> None:
         self.process = str(process)
         self.connections: ConnectionCounts | None = None
+        self.held: HeldCounts | None = None
         self.store: StoreScan | None = None
         self.peers: Peers | None = None
         self._lock = threading.Lock()
@@ -192,6 +206,9 @@ class Metrics:
             samples.append(("aml_connections_accepted_total", (p,), self.connections.accepted))
             samples += [("aml_connections_shed_total", (p, ("reason", k)), v)
                         for k, v in sorted(self.connections.shed.items())]
+        if self.held is not None:
+            samples.append(("aml_held_users", (p,), self.held.users))
+            samples.append(("aml_held_bytes", (p,), self.held.held_bytes))
         return samples
 
     def exposition(self) -> bytes:
