@@ -324,3 +324,11 @@ def test_metrics_show_what_a_process_holds(tmp_path):
     finally:
         client.close()
         app.stop()
+
+
+def test_a_held_outline_reads_nothing_through_the_connection_it_was_read_on(services):
+    held, bare = services(answer_window_tokens=2000, reader_view=True)
+    add(held, "u")
+    first = answers(held, "u")
+    assert held.store.release_idle() > 0  # the connection the outline was read on is closed
+    assert answers(held, "u") == first == answers(bare, "u")

@@ -42,7 +42,6 @@ import itertools
 import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import cached_property
 from typing import Any, NamedTuple
 
 from aml_retriever.analysis.tokens import pieces
@@ -133,6 +132,7 @@ class Outline:
         self.links: dict[tuple[int, int], int | None] = {}  # (message, -1 or 1) -> neighbour
         self.firsts: dict[str, int | None] | None = None  # every session's first, once all is read
         self.places: dict[int, int] = {}  # conversation order, once all is read (a sort key)
+        self._sessions_in_order: list[str] = []  # every session, oldest first, once all is read
         self.rows_read = 0
         if self._messages_at_most(WHOLE):
             self._read_whole()
@@ -169,15 +169,22 @@ class Outline:
             before = m
         if before is not None:
             self.links[(before, 1)] = None
+        self._sessions_in_order = [session for (session,) in self.conn.execute(
+            "SELECT session_id FROM sessions INDEXED BY sessions_by_time ORDER BY first_ms, "
+            "session_id")]
 
     @property
     def whole(self) -> bool:
-        """Whether every visible message is read (`WHOLE`): nothing a fill does changes it then,
-        so it may be held for the next Searches of the same state (engine/held.py)."""
+        """Whether every visible message is read (`WHOLE`): nothing a fill does changes it or
+        reads through its connection then, so it may be held for the next Searches of the same
+        state (engine/held.py), whatever connection they lease."""
         return self.firsts is not None
 
     def load(self, ids: Sequence[int]) -> None:
-        """Read the outlines of these messages (the ranked hits'), those visible."""
+        """Read the outlines of these messages (the ranked hits'), those visible (all of them
+        read already when the outline is whole)."""
+        if self.whole:
+            return
         missing = [m for m in dict.fromkeys(ids) if m not in self.lines]
         for start in range(0, len(missing), 500):
             chunk = missing[start:start + 500]
@@ -239,11 +246,6 @@ class Outline:
             if len(rows) < 64:
                 return
             after = rows[-1]
-
-    @cached_property
-    def _sessions_in_order(self) -> list[str]:
-        return [session for (session,) in self.conn.execute(
-            "SELECT session_id FROM sessions INDEXED BY sessions_by_time ORDER BY first_ms, session_id")]
 
     def _page(self, session_id: str, start: tuple[int, int] | None, later: bool,
               origin: int | None) -> list[int]:
