@@ -315,17 +315,26 @@ def test_a_word_list_cut_at_its_depth_names_no_holders(svc):
 
 _MIXED_WORDS = ["café", "cafe", "Café", "naïve", "naive", "Straße", "strasse", "résumé", "plan",
                 "东京", "tokyo", "ﬁle", "file", "“quoted”", "it’s", "its", "42", "x_y", "ÉCOLE"]
+_SEPARATORS = [" ", "", ",", "’", "_", "é", "ß", "\n", "-", "２", "Ⅻ", "東"]
 
 
-@given(st.lists(st.sampled_from(_MIXED_WORDS), max_size=12),
+@given(st.lists(st.tuples(st.sampled_from(_MIXED_WORDS), st.sampled_from(_SEPARATORS)), max_size=12),
        st.lists(st.sampled_from(_MIXED_WORDS), min_size=1, max_size=6))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 def test_the_question_s_words_in_text_beyond_ascii_are_its_exact_words(text_words, asked):
-    """A text with letters beyond ASCII has the question's words its exact words hold: the
-    text's ASCII words matched as a set, its other words normalised one by one."""
-    text = " ".join(text_words) + " é"  # never ASCII
+    """A text with letters beyond ASCII has the question's words its exact words hold: its
+    ASCII words found whole in the casefolded text, its other words normalised one by one;
+    words joined by marks, by letters of other scripts, by nothing at all."""
+    text = "".join(word + gap for word, gap in text_words) + " é"  # never ASCII
     wanted = frozenset(w for word in asked for w in exact_words(word))
     assert QuestionWords(wanted, None, {})._in_any_text(text) == wanted & exact_words(text)
+
+
+@given(st.text(max_size=80), st.lists(st.text(max_size=6), min_size=1, max_size=5))
+@settings(max_examples=400, deadline=None)
+def test_the_question_s_words_in_any_text_are_its_exact_words(text, asked):
+    wanted = frozenset(w for word in asked for w in exact_words(word))
+    assert QuestionWords(wanted, None, {})._in_any_text(text + "é") == wanted & exact_words(text + "é")
 
 
 @pytest.mark.parametrize("hit_depth", [1, 4, 7])
