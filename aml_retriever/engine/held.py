@@ -35,15 +35,16 @@ from typing import Any, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# What a held entry costs besides its value: its key and its slot in a dict (a small int or
-# tuple key and the table's share per entry, CPython 3.11, measured with tracemalloc over the
-# BEAM dev users: 104 to 150 bytes an entry).
+# What a held entry costs besides its value: its key and its slot in a dict (a small int or a
+# tuple key and the table's share of an entry, CPython 3.11). With the measures of each kind of
+# value (rows.py, candidates.py, window.py) the estimate of a held state is within 16% of what
+# tracemalloc counts Python allocating for it (BEAM and LoCoMo dev: 1-17% above).
 ENTRY_BYTES = 128
 # What a value costs when no measure is given: an int, a short tuple, a small object.
 SMALL_BYTES = 64
 # The default budget of `HeldUsers`: what a process may hold of all its users together. The
 # leaderboard asks a user's questions in a row, so the user asked holds what it needs (a BEAM dev
-# user after its 20 questions: 1.6 to 8.1 MiB; a LoCoMo dev user after its 200: 1.5 to 3.0 MiB), and
+# user after its 20 questions: 1.6 to 8.2 MiB; a LoCoMo dev user after its 200: 1.5 to 3.1 MiB), and
 # 64 MiB keeps a server of 1,000,000 messages within 200 MB (bench_footprint.py: 256 MiB let
 # random users' states take it to 317 MB).
 HELD_BYTES = 64 * 1024 * 1024

@@ -13,9 +13,10 @@ from aml_retriever.engine.held import Held, text_bytes
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.views import Turn, turns
 
-# A held row besides its text: the object, its dict of 15 fields, their ints, the shared short
-# strings and its keys and dates (tracemalloc, BEAM dev rows: 700 to 900 bytes).
-ROW_BYTES = 800
+# A held row besides its text and its slot (engine/held.ENTRY_BYTES): the object, its dict of 15
+# fields, their ints, its keys and dates (tracemalloc, a BEAM dev user's 796 rows: 1,151 bytes a
+# row with its slot).
+ROW_BYTES = 1024
 
 
 # Not frozen: a Search makes one for every message it reads (about 570 on long messages at top_k
@@ -73,5 +74,6 @@ def held_turns(conn: sqlite3.Connection, held: Held, ids: Sequence[int], reach: 
 
 
 def _turn_bytes(turn: Turn) -> int:
-    """What a held turn costs: the tuple, its run (8 a member) and its ints (tracemalloc)."""
-    return 120 + 40 * len(turn.run)
+    """What a held turn costs besides its slot: the tuple, its run and the run's ints
+    (tracemalloc, a BEAM dev user's 796 turns of reach 2: 309 bytes a turn with its slot)."""
+    return 40 + 28 * len(turn.run)
