@@ -4,11 +4,13 @@ on disk, and the invariants every user file must keep (an Add is whole or absent
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,31 @@ class ServerProcess:
     def stop(self) -> int:
         self.process.terminate()
         return self.process.wait(timeout=30)
+
+
+def serve(db: Path, limits: dict[int, int] | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """The server (`python3 -m aml_retriever serve`) as a process of its own over the store at
+    `db`, under these resource limits; returns it, once it accepts connections, and its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def limited() -> None:
+        for which, value in (limits or {}).items():
+            resource.setrlimit(which, (value, value))
+
+    process = subprocess.Popen([sys.executable, "-m", "aml_retriever", "serve", "--port", str(port),
+                                "--db", str(db), "--log-level", "WARNING"],
+                               cwd=ROOT, preexec_fn=limited, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, port
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise AssertionError("the server did not start")
 
 
 def user_file(db: Path, user_id: str) -> Path:

@@ -6,25 +6,23 @@ their budget; nothing held of one user reaches another."""
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Client, start_app
+from reliability_support import serve
 
+from aml_retriever.engine import window
 from aml_retriever.engine.held import HELD_BYTES, Held, HeldUsers
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 from aml_retriever.settings import BY_NAME
 from aml_retriever.storage import generation
 from aml_retriever.storage.store import Store
-from aml_retriever.storage.timeline import ReadFilter
+from aml_retriever.storage.timeline import CURRENT, ReadFilter
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000
@@ -187,6 +185,8 @@ def test_the_held_states_stay_within_their_budget_least_recent_first(services, t
         contents(held, user, "violin")
         assert held.held.held_bytes <= held.held.budget
     assert held.held.users == 2  # "a", the least recently searched, let go
+    assert not held.held.holds(held.store.shard_path("a"))
+    assert held.held.holds(held.store.shard_path("b")) and held.held.holds(held.store.shard_path("c"))
     assert held.held.of(held.store.shard_path("a"), None).stamp is None
     held.held.budget = one_user // 4  # one user alone outgrows it: nothing is held
     contents(held, "b", "violin")
@@ -248,23 +248,6 @@ def test_the_setting_holds_the_default_budget():
     assert BY_NAME["held_megabytes"].default * 2**20 == HELD_BYTES
 
 
-def serve(db: Path) -> tuple[subprocess.Popen[bytes], int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "aml_retriever", "serve", "--port", str(port),
-                                "--db", str(db), "--log-level", "WARNING"], cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError("the server did not start")
-
-
 def test_an_add_in_one_process_is_seen_by_the_next_search_in_another(tmp_path):
     writer = start_app(tmp_path)
     process, port = serve(tmp_path / "aml.db")
@@ -324,6 +307,24 @@ def test_metrics_show_what_a_process_holds(tmp_path):
     finally:
         client.close()
         app.stop()
+
+
+def test_a_whole_outline_answers_a_fill_with_its_connection_closed(tmp_path):
+    svc = MemoryService(Store(tmp_path / "aml.db"))
+    try:
+        add(svc, "u")
+        conn = sqlite3.connect(svc.store.shard_path("u"))
+        outline = window.Outline(conn, CURRENT, None)
+        ids = sorted(outline.lines)
+        conn.close()  # a later Search's fill uses it through another connection, or none
+        assert outline.whole and len(ids) == sum(map(len, SESSIONS))
+        assert list(outline.sessions()) == ["s0", "s1", "s2"]
+        outline.load(ids)
+        assert outline.first("s1") == ids[len(SESSIONS[0])]
+        assert outline.step(ids[0], 1) == ids[1] and outline.step(ids[0], -1) is None
+        outline.between(ids[0], ids[3])
+    finally:
+        svc.close()
 
 
 def test_a_held_outline_reads_nothing_through_the_connection_it_was_read_on(services):

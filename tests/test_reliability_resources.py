@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import Client, start_app
-from reliability_support import user_file
+from reliability_support import serve, user_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,32 +133,8 @@ def test_a_full_disk_is_507_for_writes_and_deletion_still_works(tiny_disk):
         app.stop()
 
 
-def serve(tmp_path: Path, limits: dict[int, int]) -> tuple[subprocess.Popen[bytes], int]:
-    """The server as a subprocess under resource limits; returns it and its port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-
-    def limited() -> None:
-        for which, value in limits.items():
-            resource.setrlimit(which, (value, value))
-
-    process = subprocess.Popen([sys.executable, "-m", "aml_retriever", "serve", "--port", str(port),
-                                "--db", str(tmp_path / "aml.db"), "--log-level", "WARNING"],
-                               cwd=ROOT, preexec_fn=limited, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError("the server did not start")
-
-
 def test_a_file_size_limit_is_507_and_the_server_lives_on(tmp_path):
-    process, port = serve(tmp_path, {resource.RLIMIT_FSIZE: 1024 * 1024})
+    process, port = serve(tmp_path / "aml.db", {resource.RLIMIT_FSIZE: 1024 * 1024})
     client = Client(port)
     statuses = []
     try:

@@ -190,7 +190,7 @@ class TermIndex:
             found = self._read_hits(term, limit, session_id)
             self.held.keep("hits", key, (limit, found), _list_bytes)
         if len(found) < limit and session_id is None and not self.hides:
-            self.held.keep("df", term, len(found))
+            self.held.keep("df", term, len(found))  # every match read: its count is known
             if term.column == "words":
                 self._holders.setdefault(term.text, self.held.one(
                     "holders", key, lambda: frozenset(rowid for rowid, _ in found), _set_bytes))

@@ -32,6 +32,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from aml_retriever.storage.generation import Stamp
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -66,7 +68,7 @@ class Held:
     """The reads of one committed state (`stamp`) of one user's file, by kind and key. Kept by
     `HeldUsers` for the Searches that follow, or made for one Search alone (`stamp` None)."""
 
-    def __init__(self, stamp: Hashable | None = None) -> None:
+    def __init__(self, stamp: Stamp | None = None) -> None:
         self.stamp = stamp
         # An estimate (`cost` of every value held, plus ENTRY_BYTES each): threads holding the
         # same state at once may each count a value both read.
@@ -130,7 +132,7 @@ class HeldUsers:
         self._held: OrderedDict[Path, Held] = OrderedDict()
         self._lock = threading.Lock()
 
-    def of(self, path: Path, stamp: Hashable | None) -> Held:
+    def of(self, path: Path, stamp: Stamp | None) -> Held:
         """The state held of the file at `path` as of `stamp`; a new one when none is (held
         for the next Searches, in place of one of an earlier state). A read of an older state
         than the one held (a transaction begun before a write another Search has seen) gets
@@ -143,7 +145,7 @@ class HeldUsers:
                 self._held.move_to_end(path)
                 return held
             fresh = Held(stamp)
-            if held is None or _later(stamp, held.stamp):
+            if held is None or held.stamp is None or _later(stamp, held.stamp):
                 self._held[path] = fresh
                 self._held.move_to_end(path)
             return fresh
@@ -156,6 +158,11 @@ class HeldUsers:
             while self._held and total > self.budget:
                 _, dropped = self._held.popitem(last=False)
                 total -= dropped.bytes
+
+    def holds(self, path: Path) -> bool:
+        """Whether a state of the file at `path` is held."""
+        with self._lock:
+            return path in self._held
 
     def drop(self, path: Path) -> None:
         """Hold nothing more of a file (its user deleted, or no file at its path)."""
@@ -173,9 +180,7 @@ class HeldUsers:
             return len(self._held)
 
 
-def _later(stamp: Hashable, than: Hashable | None) -> bool:
+def _later(stamp: Stamp, than: Stamp) -> bool:
     """Whether `stamp` is of a later state than `than`: another file (device, inode or secret),
-    or the same file at a later generation (storage/generation.Stamp)."""
-    if not isinstance(stamp, tuple) or not isinstance(than, tuple):
-        return True
-    return stamp[:-1] != than[:-1] or stamp[-1] > than[-1]
+    or the same file at a later generation."""
+    return stamp[:-1] != than[:-1] or stamp.generation > than.generation

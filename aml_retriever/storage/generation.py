@@ -28,10 +28,11 @@ class Stamp(NamedTuple):
     generation: int
 
 
-def moved(conn: sqlite3.Connection) -> None:
-    """Move the generation, inside the write transaction that changes the file."""
+def moved(conn: sqlite3.Connection, key: str = GENERATION) -> None:
+    """Move a count in `meta` (the file's generation, or another: what a default read withholds,
+    storage/timeline.py), inside the write transaction that changes what it counts."""
     conn.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET "
-                 "value = CAST(value AS INTEGER) + 1", (GENERATION,))
+                 "value = CAST(value AS INTEGER) + 1", (key,))
 
 
 def stamp(conn: sqlite3.Connection, device: int, inode: int) -> Stamp:

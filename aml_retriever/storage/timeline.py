@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from aml_retriever.common.errors import InvalidField
+from aml_retriever.storage import generation
 
 # What a default read withholds, exactly as the messages_withheld index is defined, so asking
 # whether there is any reads that index alone.
@@ -91,8 +92,7 @@ GENERATION = "withheld_generation"
 
 def withheld_changed(conn: sqlite3.Connection) -> None:
     """Note, inside the write that does it, that what a default read withholds may change."""
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET "
-                 "value = CAST(value AS INTEGER) + 1", (GENERATION,))
+    generation.moved(conn, GENERATION)
 
 
 @dataclass(frozen=True)
