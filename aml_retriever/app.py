@@ -85,14 +85,9 @@ class App:
         self._serving = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                          name="aml-acceptor", daemon=True)
         self._serving.start()
-        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
+        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, window_note(self.config))
         log.info("the inspector page: %s/ui/", self.url)
         return self
-
-    def _window_note(self) -> str:
-        tokens = self.config.answer_window_tokens
-        note = f"; answer window {tokens} tokens" if tokens else ""
-        return note + ("; reader's view on" if self.config.reader_view else "")
 
     def run_forever(self) -> None:
         """Serve in this thread until SIGTERM, SIGINT or SIGHUP, then stop gracefully (a hang-up
@@ -105,7 +100,7 @@ class App:
         # removes the files of users moved to another shard (mover.py).
         signal.signal(signal.SIGUSR1, lambda *_: self.checkpointer.release.set())
         self._start_helpers()
-        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, self._window_note())
+        log.info("serving on %s (store %s)%s", self.url, self.config.db_path, window_note(self.config))
         log.info("the inspector page: %s/ui/", self.url)
         self.server.serve_forever(poll_interval=0.2)
         self.stop()
@@ -195,3 +190,10 @@ class Checkpointer(threading.Thread):
                     self.store.release_idle()
             except Exception as exc:  # retried on the next tick
                 log.warning("checkpoint failed: %s", type(exc).__name__)
+
+
+def window_note(config: Config) -> str:
+    """What a launch's first log line says of the answer window and the reader's view."""
+    tokens = config.answer_window_tokens
+    note = f"; answer window {tokens} tokens" if tokens else ""
+    return note + ("; reader's view on" if config.reader_view else "")

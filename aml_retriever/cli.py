@@ -310,10 +310,12 @@ def _settings(args: argparse.Namespace) -> Config:
 
 def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.app import App
-    from aml_retriever.processes import serve_processes
+    from aml_retriever.processes import serve_processes, usable_cores
 
     config = _settings(args)
     logs.configure(config.log_level, config.log_format)
+    if config.processes == 0:
+        config = config.with_values(processes=min(64, usable_cores()))
     try:
         if config.processes > 1:
             return serve_processes(config)

@@ -74,16 +74,24 @@ def listen(config: Config) -> socket.socket:
     return sock
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's cpuset counts)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # a platform without affinity (macOS)
+        return os.cpu_count() or 1
+
+
 def serve_processes(config: Config) -> int:
     """Fork `config.processes` servers on one socket and supervise them; the exit status."""
-    from aml_retriever.app import App  # imported once here, not in every forked process
+    from aml_retriever.app import App, window_note  # imported once here, not in every fork
 
     # Made (or upgraded) once, here: a store that cannot be used is refused in one line before
     # any process starts, and the processes never race to create it.
     Store(config.db_path, config.synchronous, config.retrieval()).close()
     listener = listen(config)
-    log.info("serving on %s:%d with %d processes", config.host, listener.getsockname()[1],
-             config.processes)
+    log.info("serving on %s:%d with %d processes%s", config.host, listener.getsockname()[1],
+             config.processes, window_note(config))
     # Where they show each other their metrics (metrics.py).
     return Supervisor(config, listener, Peers(config.processes), App).run()
 

@@ -50,12 +50,16 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1024),
     Setting("max_messages", 200, int, "most messages accepted in one Add (413 beyond)", minimum=1),
     Setting("processes", 1, int, "server processes sharing the port, one per core to use "
-            "(each with its own workers and connections)", minimum=1, maximum=64),
-    Setting("workers", 16, int, "request worker threads (bounded concurrency)", minimum=1),
-    Setting("active_requests", 2, int, "requests processed at once; more workers' requests wait "
-            "their turn (one process runs Python on one core: more only contend)", minimum=1),
-    Setting("queue_size", 64, int, "connections waiting for a worker before new ones get 503",
-            minimum=1),
+            "(each with its own workers and connections; 0 = one per core this machine lets "
+            "the server use)", minimum=0, maximum=64),
+    Setting("workers", 4, int, "request worker threads: active_requests of them run the service, "
+            "the others answer /health, /metrics and the inspector's page at once (at least "
+            "active_requests + 1 are started)", minimum=1),
+    Setting("active_requests", 2, int, "requests processed at once; the others wait their turn, "
+            "by user, holding their bytes and no thread (one process runs Python on one core: "
+            "more only contend)", minimum=1),
+    Setting("queue_size", 4096, int, "requests waiting for a turn (at most 256 MiB of them) before "
+            "new ones get 429 with Retry-After", minimum=1),
     Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle; a request's head, "
             "then its body, must arrive within three times this", minimum=0.1),
     Setting("max_connections", 0, int, "client connections open at once; past it the oldest idle "
@@ -118,6 +122,10 @@ class Config:
             return self.values[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def with_values(self, **changed: Any) -> Config:
+        """These settings with some values decided otherwise (`processes` 0 made a number)."""
+        return Config({**self.values, **changed}, self.sources)
 
     def redacted(self) -> dict[str, Any]:
         """The settings as they may be printed: secrets replaced by a marker."""

@@ -36,8 +36,8 @@ from aml_retriever.http.auth import is_loopback
 
 MAX_DURATION_S = 600.0
 MAX_REQUESTS = 1_000_000
-# A client that is told 503 waits this long before its next request (the server says Retry-After:
-# 1; a load generator that waited a full second would stop applying load).
+# A client that is told 429 waits this long before its next request (the server says when, in
+# Retry-After seconds; a load generator that waited that long would stop applying load).
 OVERLOAD_PAUSE_S = 0.05
 VOCABULARY = ("launch", "date", "budget", "garden", "violin", "lesson", "flight", "Berlin", "doctor",
               "appointment", "recipe", "pasta", "marathon", "training", "puppy", "vet", "kitchen",
@@ -77,7 +77,7 @@ class Report:
     requests: int
     throughput_rps: float
     ops: dict[str, OpReport]
-    statuses: dict[str, int]  # "200", "503", ... and "connection_error"
+    statuses: dict[str, int]  # "200", "429", ... and "connection_error"
     statuses_by_op: dict[str, dict[str, int]]
     acknowledged: list[tuple[str, str, int]] = field(repr=False)  # (user, request_id, messages)
 
@@ -173,7 +173,7 @@ def _client(config: LoadConfig, address: tuple[str, int], index: int, deadline: 
         if op == "add" and status == "200":
             with recorder.lock:
                 recorder.acknowledged.append((user, body["request_id"], config.messages_per_add))
-        if status in ("503", "connection_error"):
+        if status in ("429", "connection_error"):
             time.sleep(OVERLOAD_PAUSE_S)
     if conn is not None:
         conn.close()

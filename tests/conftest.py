@@ -97,9 +97,10 @@ class Client:
 
 @contextmanager
 def saturated(app: App) -> Iterator[None]:
-    """Fill a one-worker, one-slot server: a request its worker is answering (held until the
-    block ends) and a second one waiting in the queue, so the next request finds it full. Idle
-    or slow connections fill nothing: only whole requests reach a worker."""
+    """Fill a server of one turn and a queue of one (`active_requests=1, queue_size=1`): a
+    request running (held until the block ends) and a second one waiting its turn, so the next
+    request finds the queue full. Idle or slow connections fill nothing: only whole requests
+    wait for a turn."""
     release = threading.Event()
     original = app.service.stats
 

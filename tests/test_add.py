@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from conftest import Client
 from reliability_support import open_user
 
@@ -124,21 +125,22 @@ def test_missing_timestamp_uses_receive_time_and_says_so(client):
 
 
 def test_float_timestamp_is_truncated(client):
-    body = add_body(messages=[{"role": "user", "content": "float time heron", "timestamp": 1000.9}])
+    body = add_body(messages=[{"role": "user", "content": "float time heron",
+                               "timestamp": 1_700_000_000_000.9}])
     assert client.post("/add", body).status == 200
-    assert client.search("alice", "heron").body["data"][0]["created_at"] == "1970-01-01T00:00:01Z"
+    assert client.search("alice", "heron").body["data"][0]["created_at"] == "2023-11-14T22:13:20Z"
 
 
 def test_session_cursor_spans_adds_in_timestamp_then_arrival_order(app, client):
-    client.add("alice", "r1", ["later message one"], start_ms=2_000_000)
-    client.add("alice", "r2", ["earlier message two"], start_ms=1_000_000)
-    client.add("alice", "r3", ["tie message three"], start_ms=2_000_000)
+    client.add("alice", "r1", ["later message one"], start_ms=1_700_002_000_000)
+    client.add("alice", "r2", ["earlier message two"], start_ms=1_700_001_000_000)
+    client.add("alice", "r3", ["tie message three"], start_ms=1_700_002_000_000)
     conn = open_user(app.store.path, "alice")
     ordered = [row[0] for row in conn.execute(
         "SELECT content FROM messages WHERE session_id = 's1' ORDER BY timestamp_ms, id")]
     assert ordered == ["earlier message two", "later message one", "tie message three"]
     cursor = conn.execute("SELECT message_count, first_ms, last_ms FROM sessions").fetchone()
-    assert cursor == (3, 1_000_000, 2_000_000)
+    assert cursor == (3, 1_700_001_000_000, 1_700_002_000_000)
 
 
 def test_year_one_and_year_9999_render_with_four_digits(client):
@@ -157,3 +159,24 @@ def test_equal_instants_in_other_notations_are_a_replay(client):
                                "timestamp": "2023-11-14T22:13:20Z"}])
     response = client.post("/add", same)
     assert response.status == 200 and response.body["replayed"] is True
+
+
+@pytest.mark.parametrize("timestamp", [1_785_945_600, 1_785_945_600.5, 0, -5, 94_694_399_999])
+def test_a_timestamp_in_seconds_is_refused_naming_the_field(client, timestamp):
+    body = add_body(messages=[
+        {"role": "user", "content": "seconds heron", "timestamp": 1_700_000_000_000},
+        {"role": "user", "content": "seconds egret", "timestamp": timestamp}])
+    response = client.post("/add", body)
+    assert response.status == 400
+    assert response.body["error"]["field"] == "messages[1].timestamp"
+    assert "looks like seconds" in response.body["error"]["message"]
+    assert client.search("alice", "heron").body["data"] == []  # nothing of the Add is stored
+
+
+def test_a_date_before_1973_is_taken_as_iso_text_and_from_1973_as_a_number(client):
+    body = add_body(messages=[
+        {"role": "user", "content": "moon heron", "timestamp": "1969-07-20T20:17:00Z"},
+        {"role": "user", "content": "moon egret", "timestamp": 94_694_400_000}])
+    assert client.post("/add", body).status == 200
+    times = {i["content"]: i["created_at"] for i in client.search("alice", "moon").body["data"]}
+    assert times == {"moon heron": "1969-07-20T20:17:00Z", "moon egret": "1973-01-01T00:00:00Z"}

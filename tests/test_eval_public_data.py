@@ -150,10 +150,10 @@ def test_prepare_command_refuses_a_file_of_another_shape(tmp_path, capsys):
 def test_a_conversation_with_evidence_texts_loads_with_abstentions(tmp_path):
     """The shape of converted BEAM and MemDaily files: evidence given as the messages' texts."""
     adds = [{"request_id": "r1", "user_id": "u", "session_id": "s1", "messages": [
-                {"role": "user", "content": "I adopted a cat named Miso.", "timestamp": 1000},
-                {"role": "assistant", "content": "Congratulations!", "timestamp": 2000}]},
+                {"role": "user", "content": "I adopted a cat named Miso.", "timestamp": 1_700_000_001_000},
+                {"role": "assistant", "content": "Congratulations!", "timestamp": 1_700_000_002_000}]},
             {"request_id": "r2", "user_id": "u", "session_id": "s2", "messages": [
-                {"role": "user", "content": "Miso turned two today.", "timestamp": 3000}]}]
+                {"role": "user", "content": "Miso turned two today.", "timestamp": 1_700_000_003_000}]}]
     path = tmp_path / "beam-100K-1.json"
     path.write_text(json.dumps({"conv": "beam-100K-1", "user_id": "u", "adds": adds, "questions": [
         {"qid": "q0", "question": "How old is my cat?", "category": "knowledge_update",

@@ -216,14 +216,16 @@ def test_connections_shed_at_the_cap_are_counted(make_app):
 
 
 def test_a_refused_request_is_counted_and_its_answer_carries_its_request_id(make_app):
-    app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
+    app = make_app(active_requests=1, queue_size=1, socket_timeout=3.0)
     with saturated(app):
-        refused = Client(app.port).request("GET", "/health", headers={"X-Request-Id": "busy-1"})
-        assert refused.status == 503 and refused.headers["x-request-id"] == "busy-1"
+        waiting = families(app.port, None)
+        refused = Client(app.port).request("GET", "/stats", headers={"X-Request-Id": "busy-1"})
+        assert refused.status == 429 and refused.headers["x-request-id"] == "busy-1"
     time.sleep(0.3)
     found = families(app.port, None)
+    assert one(waiting, "aml_http_requests_waiting") == 1 and one(found, "aml_http_requests_waiting") == 0
     assert one(found, "aml_connections_refused_total") == 1
-    assert requests_by(found)[("-", "-", "503")] == 1
+    assert requests_by(found)[("-", "-", "429")] == 1
     assert requests_by(found)[("GET", "/stats", "200")] == 2  # control: the held ones, once done
 
 

@@ -1,6 +1,6 @@
 """Broken disks and exhausted resources: a damaged user file is set aside and its user refused
 (503 user_store_damaged) without touching anyone else or /stats; a full disk or a file-size limit
-is 507 storage_full; no file descriptors left is 503 overloaded at once; deletion works through
+is 507 storage_full; no file descriptors left is 429 overloaded at once; deletion works through
 all of them; never a 500."""
 
 from __future__ import annotations
@@ -178,14 +178,14 @@ print(json.dumps(outcomes))
 """
 
 
-def test_no_file_descriptors_left_is_503_at_once_never_a_hang_or_500(tmp_path):
+def test_no_file_descriptors_left_is_429_at_once_never_a_hang_or_500(tmp_path):
     # In a process of its own: the limit is lowered to a few descriptors above what it holds.
     done = subprocess.run([sys.executable, "-c", NO_DESCRIPTORS_SCRIPT, str(tmp_path / "aml.db")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     outcomes = json.loads(done.stdout)
     kinds = {kind for kind, _ in outcomes}
-    assert kinds == {"ok", "503 overloaded"}, outcomes  # the limit was reached, and answered
+    assert kinds == {"ok", "429 overloaded"}, outcomes  # the limit was reached, and answered
     assert max(seconds for _, seconds in outcomes) < 2.0  # at once, not after a lock wait
 
 

@@ -28,17 +28,18 @@ def test_keep_alive_serves_many_requests_on_one_connection(client):
     assert client.conn.sock is sock_before
 
 
-def test_a_full_queue_gets_a_quick_503_with_retry_after(make_app):
-    app = make_app(workers=1, queue_size=1, socket_timeout=3.0)
+def test_a_full_queue_gets_a_quick_429_with_retry_after_and_probes_are_still_answered(make_app):
+    app = make_app(active_requests=1, queue_size=1, socket_timeout=3.0)
     with saturated(app):
         started = time.monotonic()
-        response = Client(app.port).request("GET", "/health")
-        assert time.monotonic() - started < 1.0  # answered at once, not after a worker frees
-        assert response.status == 503
-        assert response.headers["retry-after"] == "1"
+        response = Client(app.port).search("alice", "anything")
+        assert time.monotonic() - started < 1.0  # answered at once, not after a turn frees
+        assert response.status == 429
+        assert 1 <= int(response.headers["retry-after"]) <= 60
         assert response.body["error"]["code"] == "overloaded"
+        assert Client(app.port).request("GET", "/health").status == 200  # probes never wait
     time.sleep(0.3)
-    assert Client(app.port).request("GET", "/health").status == 200  # control: capacity returns
+    assert Client(app.port).search("alice", "anything").status == 200  # control: capacity returns
 
 
 def test_access_log_never_holds_content_queries_or_user_ids(client, caplog):

@@ -184,10 +184,13 @@ def test_over_http_the_setting_fills_the_window_and_the_flag_sets_it(tmp_path):
 
 
 def test_the_leaderboard_script_serves_with_the_window_on(tmp_path):
-    """The one command the README gives for the leaderboard: the window is on without a flag."""
+    """The one command the README gives for the leaderboard: the window is on without a flag,
+    and the server runs a process a core; its log's first line says both."""
     import socket
     import subprocess
     import time
+
+    from aml_retriever.processes import usable_cores
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -212,7 +215,10 @@ def test_the_leaderboard_script_serves_with_the_window_on(tmp_path):
     finally:
         server.terminate()
         _, err = server.communicate(timeout=30)
-    assert "answer window 117760 tokens; reader's view on" in err
+    first = err.splitlines()[0]
+    assert "answer window 117760 tokens; reader's view on" in first
+    cores = usable_cores()  # one process a core the machine lets it use
+    assert f"with {cores} processes" in first if cores > 1 else "processes" not in first
 
 
 def test_the_front_kept_is_read_no_further_than_it_keeps():

@@ -91,7 +91,10 @@ class UnsupportedMediaType(AmlError):
 
 
 class Overloaded(AmlError):
-    status = 503
+    """Too much at once: try again after Retry-After (429 is the status clients honour by
+    waiting; a leaderboard's fails a Search answered 503)."""
+
+    status = 429
     code = "overloaded"
 
 

@@ -8,7 +8,8 @@ keys), `scoring` (feature rankers), `fusion` (weighted reciprocal-rank fusion an
 `reorder` (supersession, and one fact's versions from `versions`), `provenance` (each result's
 flags and explanation); after them, with `answer_window_tokens`, `window` (the context that fills a
 reader's window). What the stages read of a user's file is kept for the next Searches of the same
-state of it by `held`.
+state of it by `held`; every tie between messages is broken by when they were said (`said`),
+never by the order their Adds arrived in.
 
 May import: `storage`, `analysis`, `common`. Knows nothing of HTTP, MCP or request bodies.
 """

@@ -23,6 +23,7 @@ term, the same doclists the single OR query reads.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
 from collections import defaultdict
@@ -32,6 +33,7 @@ from functools import cached_property
 
 from aml_retriever.analysis.tokenizer import quote
 from aml_retriever.engine.held import Held
+from aml_retriever.engine.said import SaidOrder, message_of
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import HIDDEN_TABLE
 
@@ -79,10 +81,26 @@ def average_length(conn: sqlite3.Connection) -> float:
     return sum(counts[1:]) / counts[0] if counts and counts[0] else 1.0
 
 
-def best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
-    """The best `limit` scored messages, best first, ties broken by rowid; none scoring 0."""
-    top = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [(rowid, score) for rowid, score in top if score > 0]
+def best(scores: dict[int, float], limit: int, said: SaidOrder) -> list[tuple[int, float]]:
+    """The best `limit` scored messages, best first, ties in conversation order (said.py);
+    none scoring 0."""
+    ranked = sorted(((rowid, score) for rowid, score in scores.items() if score > 0),
+                    key=lambda item: (-item[1], item[0]))
+    return cut(ranked, limit, said)
+
+
+def cut(ranked: list[tuple[int, float]], limit: int, said: SaidOrder) -> list[tuple[int, float]]:
+    """The first `limit` of scored messages ranked best first, the messages that tie in
+    conversation order: the same whatever order they arrived in (a tie across the cut keeps
+    the ones said first)."""
+    end = limit
+    while 0 < end < len(ranked) and ranked[end][1] == ranked[end - 1][1]:
+        end += 1  # the whole run of ties at the cut, to choose among
+    return said.settle(ranked[:end], _score, message_of)[:limit]
+
+
+def _score(hit: tuple[int, float]) -> float:
+    return hit[1]
 
 
 def tf_part(length: int, average: float) -> float:
@@ -107,6 +125,7 @@ class TermIndex:
         self.hides = hides  # whether timeline.HIDDEN_TABLE holds messages this read must not find
         self.held = held if held is not None else Held()
         self.withheld = withheld  # what the read withholds, when it `hides` (a key of the lists)
+        self.said = SaidOrder(conn, self.held)  # the order of ties (said.py)
         self._chosen: dict[tuple[Term, ...], list[Term]] = {}
         self._holders: dict[str, frozenset[int]] = {}  # a word -> every message holding its stem
 
@@ -120,7 +139,7 @@ class TermIndex:
         `informative`) as (rowid, score), best first, ties broken by rowid; a message is a
         candidate when it is among the best `limit` of one term. A term whose IDF is below
         `min_idf` counts for nothing."""
-        return best(self.scores(terms, limit, session_id, min_idf), limit)
+        return best(self.scores(terms, limit, session_id, min_idf), limit, self.said)
 
     def scores(self, terms: tuple[Term, ...], limit: int, session_id: str | None = None,
                min_idf: float = 0.0) -> dict[int, float]:
@@ -184,7 +203,7 @@ class TermIndex:
         read: tuple[int, tuple[tuple[int, float], ...]] | None = self.held.get("hits", key)
         if read is not None and (read[0] >= limit or len(read[1]) < read[0]):
             # Read as deep or deeper, or every match: the best `limit` are its first (the order
-            # is total: part, then rowid).
+            # is total: part, then conversation order).
             found = read[1][:limit]
         else:
             found = self._read_hits(term, limit, session_id)
@@ -198,6 +217,9 @@ class TermIndex:
 
     def _read_hits(self, term: Term, limit: int, session_id: str | None
                    ) -> tuple[tuple[int, float], ...]:
+        """The term's best `limit` messages, ties in conversation order (`cut`): one more is
+        read to see whether a tie crosses the depth, and only then every hit of the tied part
+        (the lists of short turns often tie: the same length, the word once)."""
         sql = f"SELECT rowid, -bm25({INDEX}) AS part FROM {INDEX} WHERE {INDEX} MATCH ?"
         params: list[object] = [term.expression]
         if session_id is not None:
@@ -205,8 +227,13 @@ class TermIndex:
             params.append(session_id)
         if self.hides:
             sql += f" AND rowid NOT IN (SELECT id FROM {HIDDEN_TABLE})"
-        sql += " ORDER BY part DESC, rowid LIMIT ?"
-        return tuple(self.conn.execute(sql, [*params, limit]).fetchall())
+        sql += " ORDER BY part DESC, rowid"
+        found = self.conn.execute(sql + " LIMIT ?", [*params, limit + 1]).fetchall()
+        if 0 < limit < len(found) and found[limit][1] == found[limit - 1][1]:
+            boundary = found[limit][1]
+            found = list(itertools.takewhile(lambda hit: hit[1] >= boundary,
+                                             self.conn.execute(sql, params)))
+        return tuple(cut(found, limit, self.said))
 
     def holders(self, word: str) -> frozenset[int] | None:
         """Every message whose words column holds the word's stem, when a list of this Search

@@ -20,6 +20,7 @@ from aml_retriever.engine.held import Held
 from aml_retriever.engine.hops import HOP_SEEDS, MIN_BRIDGE_IDF, bridge_terms
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow, held_turns, load_rows
+from aml_retriever.engine.said import message_of
 from aml_retriever.engine.speakers import SpeakerTerm
 from aml_retriever.storage import timeline
 from aml_retriever.storage.store import rows_in
@@ -79,8 +80,9 @@ class HitReader:
         found = self._lexical(plan, depth * self.config.hit_depth, session_id)
         around = self._turns(found)
         self._measure([m for m, _ in found])
-        messages = sorted(((m, self._brief(score, (m,))) for m, score in found),
-                          key=lambda hit: (-hit[1], hit[0]))
+        messages = self.index.said.settle(
+            sorted(((m, self._brief(score, (m,))) for m, score in found),
+                   key=lambda hit: (-hit[1], hit[0])), _score, message_of)
         windows = self._windows_around(found, around, depth) if w("window") > 0 else []
         segments = self._segments_of(found, around) if w("segment") > 0 else {}
         messages = messages[:depth]
@@ -117,7 +119,7 @@ class HitReader:
         scores = self.index.scores(terms, limit, session_id)
         speaker_term.add(scores, named_terms, limit, session_id)
         self._add_said(scores, said)
-        return best(scores, limit)
+        return best(scores, limit, self.index.said)
 
     def _said_in(self, plan: QueryPlan, session_id: str | None) -> list[tuple[str, set[int]]]:
         """For each day or month the question names, the messages of it (`_of`)."""
@@ -186,8 +188,12 @@ class HitReader:
         score = defaultdict(float, messages)  # a window's other members score nothing
         held = windows_joining({m: around[m] for m, _ in messages}, self.config.window_sizes)
         self._measure([m for w in held for m in w])  # the members that are no hit: not yet read
-        best = sorted((-self._brief(sum(map(score.__getitem__, w)), w), w) for w in held)[:depth]
-        return [(w, -negated) for negated, w in best]
+        ranked = sorted(((w, self._brief(sum(map(score.__getitem__, w)), w)) for w in held),
+                        key=lambda scored: (-scored[1], scored[0]))
+        end = depth
+        while 0 < end < len(ranked) and ranked[end][1] == ranked[end - 1][1]:
+            end += 1  # a tie across the depth is settled in conversation order, then cut
+        return self.index.said.settle(ranked[:end], _score, _members)[:depth]
 
     def _measure(self, ids: list[int]) -> None:
         """Read the index length of these messages, when brevity is on: the hits, then the
@@ -242,4 +248,14 @@ class HitReader:
             segment = self.rows[last_of(hit[0])].segment_id
             return hit[1] / best + weight * segments.get(segment, 0.0) / best_segment
 
-        return [i for i, _ in sorted(hits, key=lambda h: (-mixed(h), h[0]))]
+        ranked = sorted(((h[0], mixed(h)) for h in hits), key=lambda h: (-h[1], h[0]))
+        return [i for i, _ in self.index.said.settle(ranked, _score, _members)]
+
+
+def _score(hit: tuple[Any, float]) -> float:
+    return hit[1]
+
+
+def _members(hit: tuple[Any, float]) -> tuple[int, ...]:
+    """The messages of a scored hit: a message's id, or a window's members (in order)."""
+    return hit[0] if isinstance(hit[0], tuple) else (hit[0],)

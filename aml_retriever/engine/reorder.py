@@ -12,6 +12,7 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow
+from aml_retriever.engine.said import placed
 from aml_retriever.engine.scoring import Facts, Key
 from aml_retriever.engine.versions import DEPTH as VERSIONS_DEPTH
 from aml_retriever.engine.versions import Statement, arrange, content_words, families
@@ -74,7 +75,8 @@ class Reordering:
 
     def _statements(self, question: dict[str, str], fused: dict[Key, float]) -> list[Statement]:
         """The best message candidates, best first, each with the question's words it holds."""
-        ranked = sorted((k for k in fused if k[0] == "message"), key=lambda k: (-fused[k], k))
+        ranked = sorted((k for k in fused if k[0] == "message"),
+                        key=lambda k: (-fused[k], placed(self.rows, k[1])))
         statements = []
         for key in ranked[:VERSIONS_DEPTH]:
             row = self.rows[key[1][0]]

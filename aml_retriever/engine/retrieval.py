@@ -23,6 +23,7 @@ from aml_retriever.engine.provenance import Explanation, Part, flags
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.reorder import Reordering
 from aml_retriever.engine.rows import MessageRow
+from aml_retriever.engine.said import placed
 from aml_retriever.engine.scoring import Key
 from aml_retriever.engine.speakers import Named, named
 from aml_retriever.engine.words import QuestionWords
@@ -122,7 +123,8 @@ class Retrieval:
         """The distinct evidence among the fused candidates, best first (fusion.select), each
         as the candidate it was taken from and the one chosen."""
         order = sorted((c for c, _ in candidates.values() if c.key in fused),
-                       key=lambda c: (-fused[c.key], candidates[c.key][1], c.key))
+                       key=lambda c: (-fused[c.key], candidates[c.key][1], c.view,
+                                      placed(self.rows, c.members)))
         contents = {m: row.content for m, row in self.rows.items()}
         # Messages that are candidates in their own right (a lexical, option or adjacency hit).
         own = {members[0] for view, members in candidates if view == "message"}

@@ -22,6 +22,7 @@ Key = tuple[str, tuple[int, ...]]  # fusion.Candidate.key: a view kind and its m
 class Evidence(Protocol):
     """One stored message as ranking reads it (rows.MessageRow)."""
 
+    id: int
     timestamp_ms: int
     role: str
     marks: int  # features.MARK_*
@@ -44,6 +45,9 @@ class Facts:
         self.follows_hit = follows_hit  # rank of the strong hit it directly follows, if any
         self.asked = asked
         self.time_ms = rows[-1].timestamp_ms
+        # The last tie-break: its kind of view, then its messages' places in conversation
+        # order; never their ids, which are the order the Adds arrived in (engine/said.py).
+        self.said = (key[0], tuple((r.timestamp_ms, r.id) for r in rows))
 
     def _holds(self, needles: Needles) -> frozenset[str]:
         """The question's values one of its messages' keys hold."""
@@ -93,9 +97,9 @@ class Facts:
 
 
 def _by(facts: Sequence[Facts], strength: Callable[[Facts], float]) -> list[Key]:
-    scored = [(strength(f), f.base_rank, f.key) for f in facts]
-    return [key for value, _, key in sorted((s for s in scored if s[0] > 0),
-                                            key=lambda s: (-s[0], s[1], s[2]))]
+    scored = [(strength(f), f.base_rank, f.said, f.key) for f in facts]
+    return [key for _, _, _, key in sorted((s for s in scored if s[0] > 0),
+                                           key=lambda s: (-s[0], s[1], s[2]))]
 
 
 def coverage(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
@@ -139,7 +143,7 @@ def adjacency(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
 
 
 def recency(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
-    return [f.key for f in sorted(facts, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
+    return [f.key for f in sorted(facts, key=lambda f: (-f.time_ms, f.base_rank, f.said))]
 
 
 def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
@@ -149,7 +153,7 @@ def supersession(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:
         return []
     # Only statements about the question's subject: an update must share a word with it.
     updates = [f for f in facts if f.update and f.words & plan.subject]
-    return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.key))]
+    return [f.key for f in sorted(updates, key=lambda f: (-f.time_ms, f.base_rank, f.said))]
 
 
 def first_person(plan: QueryPlan, facts: Sequence[Facts]) -> list[Key]:

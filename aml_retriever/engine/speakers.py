@@ -114,7 +114,7 @@ class SpeakerTerm:
         they speak to the speaker, not for them, and get nothing."""
         for term, role in named_terms:
             weight = term.weight * idf(self.index.size, self.index.doc_count(term) + self._unnamed(role))
-            said = self._turns_of(role, self._near(best(scores, limit)))
+            said = self._turns_of(role, self._near(best(scores, limit, self.index.said)))
             average = self.index.average_length
             for rowid, length in sorted(held_counts(self.conn, self.held, said).items()):
                 if length > 0:

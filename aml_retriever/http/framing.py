@@ -30,7 +30,7 @@ MAX_HEAD_BYTES = 256 * 1024
 # A Content-Length of more digits is larger than any body accepted (nothing near 10**18 bytes
 # is), and is refused as such without converting it.
 MAX_LENGTH_DIGITS = 18
-# The longest the connection loop spends writing an error answer (408, 503) to one client.
+# The longest the connection loop spends writing an error answer (408, 429) to one client.
 QUICK_WRITE_S = 0.2
 # When a client may try again after a full disk or a damaged user file: an operator's fix takes
 # minutes, and a client retrying every second would only add load.

@@ -10,9 +10,9 @@ import threading
 import time
 from typing import Any
 
-# A connection refused with a 503 is half-closed, then kept this long (at most this many at once)
+# A connection refused with a 429 is half-closed, then kept this long (at most this many at once)
 # while what the client sends is read and dropped. Closed at once with its request unread, it
-# would be reset, and a client still sending would see a broken pipe instead of the 503.
+# would be reset, and a client still sending would see a broken pipe instead of the 429.
 REJECTED_LINGER_S = 1.0
 REJECTED_LINGER_MAX = 512
 

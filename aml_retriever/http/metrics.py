@@ -28,9 +28,12 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Latency buckets (seconds), from what was measured here (docs/BENCHMARKS.md): GET /health is
 # answered in about 0.3 ms; a Search alone takes 1.5-7.6 ms (users of 1k-100k messages), an Add
 # 2-3 ms; with 4 to 16 clients at once p50 is 10-60 ms and p99 100-311 ms; the longest waits a
-# request can meet are SQLite's busy timeout (15 s) and a socket timeout (10 s by default). So:
-# a bucket under /health, two to three per decade through the usual range, and a tail to 10 s.
-BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# request can meet are SQLite's busy timeout (15 s) and a socket timeout (10 s by default), and
+# under a leaderboard's 256 Searches at once a request waits its turn for seconds (p99 4.5 s on
+# two cores) to minutes. So: a bucket under /health, two to three per decade through the usual
+# range, and a tail to 5 minutes.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+           30.0, 60.0, 300.0)
 # How often a process of `serve --processes N` writes its counts for the others to show, and the
 # room it has for them: a snapshot is about 100 bytes a series; 8 routes x 8 methods x 10
 # statuses, with their histograms, come to about 80 KB.
@@ -60,19 +63,22 @@ class Family:
 FAMILIES = (
     Family("aml_http_requests_total", "counter",
            "Requests answered, by method, route template and status (answers of the connection "
-           "loop itself, 408 and 503, have route -)."),
+           "loop itself, 408 and 429, have route -)."),
     Family("aml_http_request_duration_seconds", "histogram",
            "Time from a whole request's arrival to its answer written (queue wait included), by "
            "route template."),
     Family("aml_http_requests_in_flight", "gauge",
            "Requests being answered now (the scrape reading it included)."),
+    Family("aml_http_requests_waiting", "gauge",
+           "Whole requests waiting for a turn at the service (they hold their bytes, no thread)."),
     Family("aml_connections_open", "gauge", "Client connections open now."),
     Family("aml_connections_accepted_total", "counter", "Client connections accepted."),
     Family("aml_connections_shed_total", "counter",
            "Connections closed to stay under max_connections (reason cap) or under the memory "
            "bound on request bytes still arriving (reason memory)."),
     Family("aml_connections_refused_total", "counter",
-           "Requests answered 503 at once because every worker was busy and the queue full."),
+           "Requests answered 429 with Retry-After at once because the queue of requests "
+           "waiting for a turn was full (queue_size requests or 256 MiB)."),
     Family("aml_connections_expired_total", "counter",
            "Connections closed for slowness: idle past socket_timeout (stage idle), a head too "
            "slow (stage head, closed without an answer), a body too slow (stage body, 408)."),
@@ -147,6 +153,7 @@ class Metrics:
         self.process = str(process)
         self.connections: ConnectionCounts | None = None
         self.held: HeldCounts | None = None
+        self.waiting: Callable[[], int] | None = None  # requests waiting for a turn (turns.py)
         self.store: StoreScan | None = None
         self.peers: Peers | None = None
         self._lock = threading.Lock()
@@ -206,6 +213,8 @@ class Metrics:
             samples.append(("aml_connections_accepted_total", (p,), self.connections.accepted))
             samples += [("aml_connections_shed_total", (p, ("reason", k)), v)
                         for k, v in sorted(self.connections.shed.items())]
+        if self.waiting is not None:
+            samples.append(("aml_http_requests_waiting", (p,), self.waiting()))
         if self.held is not None:
             samples.append(("aml_held_users", (p,), self.held.users))
             samples.append(("aml_held_bytes", (p,), self.held.held_bytes))

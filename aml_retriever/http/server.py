@@ -1,12 +1,12 @@
 """The HTTP transport: parse, authenticate, call the service, format. No logic of its own.
 
-Connections are accepted and read in one selector loop (connections.py), which hands a request to
-a bounded pool of worker threads only once it has fully arrived; a request that finds the queue
-full gets a quick 503 with Retry-After, so overload never means unbounded threads or memory, and
-slow or idle clients hold no worker. Handlers (http.server's, one request each) read from what
-the loop collected and write their answer to the socket; HTTP/1.1 keep-alive and pipelining go
-through the loop between requests. The protocol's rules are framing.py's, the key check auth.py's,
-the route table routes.py's.
+Connections are accepted and read in one selector loop (connections.py), which hands a request,
+once it has fully arrived, to the queue where it waits by user for a turn (turns.py) and a pool of
+worker threads answers it; a request that finds the queue full gets a quick 429 with Retry-After,
+so overload never means unbounded threads or memory, and slow or idle clients hold no worker.
+Handlers (http.server's, one request each) read from what the loop collected and write their
+answer to the socket; HTTP/1.1 keep-alive and pipelining go through the loop between requests.
+The protocol's rules are framing.py's, the key check auth.py's, the route table routes.py's.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ import http.server
 import io
 import json
 import logging
-import queue
 import re
 import socket
 import threading
 import time
 import traceback
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,8 +47,8 @@ from aml_retriever.http.framing import (
 )
 from aml_retriever.http.lingering import Lingerer
 from aml_retriever.http.metrics import Metrics
-from aml_retriever.http.routes import OPEN_PATH, UNQUEUED, Answer, Call, Params, Raw, Route, resolve
-from aml_retriever.http.turns import Turns
+from aml_retriever.http.routes import OPEN_PATH, Answer, Call, Raw, resolve
+from aml_retriever.http.turns import Ticket, TurnQueue, whose
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import ignored_fields, parse_json
 from aml_retriever.settings import Config
@@ -219,10 +217,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._ignored = ignored_fields(body, route.fields) if body is not None else ""
         if method == "POST" and not route.body:
             self._discard_body()
-        with self.server.turn(route, _user_of(body, params)):
-            call = Call(urlsplit(self.path).query, self.server.service, self.server.metrics,
-                        self.server.config.max_messages)
-            return route.handler(call, body, params)
+        call = Call(urlsplit(self.path).query, self.server.service, self.server.metrics,
+                    self.server.config.max_messages)
+        return route.handler(call, body, params)
 
     def _count(self, status: int, body_bytes: int) -> logs.Access:
         """Count this answer, once: just before it is written, so that a client that has read it
@@ -333,15 +330,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         errors_log.error("unexpected %s at %s", type(exc).__name__, where)
 
 
-def _user_of(body: dict[str, Any] | None, params: Params) -> str:
-    """Whose request it is, for its turn: the user the body or the path names ('' for none)."""
-    named = body.get("user_id") if body is not None else params.get("user_id")
-    return named if isinstance(named, str) else ""
-
-
 class AmlHTTPServer(http.server.HTTPServer):
     """An HTTP server whose connections are read in one selector loop (connections.py) and
-    whose complete requests are answered by a bounded pool of workers from a bounded queue."""
+    whose complete requests wait in a bounded queue, by user, for a pool of workers."""
 
     # The listen backlog: bursts of new connections wait in the kernel rather than being reset;
     # admission control is the connection cap and the bounded queue, not this.
@@ -357,11 +348,11 @@ class AmlHTTPServer(http.server.HTTPServer):
         # Without a key, a loopback server's only guard against DNS rebinding is the Host.
         self.guard_host = not config.api_key and is_loopback(config.host)
         self.address_family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        self._jobs: queue.Queue[tuple[Connection, bytes, float] | None] = queue.Queue(config.queue_size)
-        # Workers answer requests all at once, but only this many run the service at a time:
-        # Python runs on one core, and threads beyond that only fight over the GIL (16 clients:
-        # 125 Searches/s with 16 at once, 251 with 2); turns go by user (turns.py).
-        self._turns = Turns(config.active_requests)
+        # Only this many requests run the service at a time: Python runs on one core, and threads
+        # beyond that only fight over the GIL (16 clients: 125 Searches/s with 16 at once, 251
+        # with 2); turns go by user (turns.py). The other workers answer probes and scrapes.
+        self.turns = TurnQueue(config.active_requests, config.queue_size)
+        metrics.waiting = lambda: self.turns.waiting
         if listener is None:
             super().__init__((config.host, config.port), Handler)
         else:  # a socket already listening, shared with the other server processes
@@ -375,7 +366,7 @@ class AmlHTTPServer(http.server.HTTPServer):
         self._rejected = Lingerer()
         self._rejected.start()
         self._workers = [threading.Thread(target=self._work, name=f"aml-worker-{i}", daemon=True)
-                         for i in range(config.workers)]
+                         for i in range(max(config.workers, config.active_requests + 1))]
         for worker in self._workers:
             worker.start()
 
@@ -385,24 +376,19 @@ class AmlHTTPServer(http.server.HTTPServer):
     def shutdown(self) -> None:
         self.loop.stop()
 
-    def turn(self, route: Route, user: str) -> AbstractContextManager[Any]:
-        """The wait for a turn at the service, `user`'s (turns.py); /health and /metrics never
-        wait, so probes and scrapes see a busy server as it is."""
-        return nullcontext() if route.label in UNQUEUED else self._turns.turn(user)
-
     def answered(self, entry: logs.Access) -> None:
         """Log and count one answer, whoever gave it (a handler or the connection loop)."""
         logs.access(entry)
         self.metrics.answered(entry.method, entry.route, entry.status, entry.seconds)
 
     def _hand_over(self, conn: Connection, request: bytes) -> None:
-        """A whole request arrived (in the loop's thread): queue it for a worker, or refuse it
+        """A whole request arrived (in the loop's thread): queue it for its turn, or refuse it
         at once when the queue is full."""
         arrived = time.perf_counter()
-        try:
-            self._jobs.put_nowait((conn, request, arrived))
-        except queue.Full:
-            self._reject(conn, logs.request_id_in(request), arrived)
+        user, quick = whose(request)
+        retry_after = self.turns.offer(Ticket((conn, request, arrived), len(request), user, quick))
+        if retry_after is not None:
+            self._reject(conn, logs.request_id_in(request), arrived, retry_after)
             self.loop.give_back(conn, keep=False)
 
     def _expired(self, conn: Connection, body_arriving: bool) -> None:
@@ -417,11 +403,11 @@ class AmlHTTPServer(http.server.HTTPServer):
                                       conn.address[0], request_id))
         conn.sock.close()
 
-    def _reject(self, conn: Connection, request_id: str, arrived: float) -> None:
+    def _reject(self, conn: Connection, request_id: str, arrived: float, retry_after: int) -> None:
         request = conn.sock
-        sent = send_quickly(request, 503, "Service Unavailable",
-                             Overloaded("the server is at capacity; retry after a second"),
-                             request_id, retry_after=1)
+        sent = send_quickly(request, 429, "Too Many Requests",
+                            Overloaded(f"the server is at capacity; retry after {retry_after} s"),
+                            request_id, retry_after=retry_after)
         try:
             request.shutdown(socket.SHUT_WR)
         except OSError:
@@ -429,29 +415,35 @@ class AmlHTTPServer(http.server.HTTPServer):
         if not self._rejected.keep(request):
             request.close()
         self.metrics.refused()
-        self.answered(logs.Access("-", "-", 503, time.perf_counter() - arrived, sent,
+        self.answered(logs.Access("-", "-", 429, time.perf_counter() - arrived, sent,
                                   conn.address[0], request_id))
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            conn, request, arrived = job
-            keep = linger = False
-            sent = True
+        while (ticket := self.turns.take()) is not None:
             try:
-                handler = Handler(conn.sock, conn.address, self, request, arrived)
-                keep = not handler.close_connection and not self.stopping
-                linger = getattr(handler, "linger", False)
-                sent = self.loop.send(conn, handler.answer, keep and not linger)
-            except Exception:  # a broken connection must not kill the worker
-                pass
+                self._answer(*ticket.job)
             finally:
-                try:
-                    if sent:  # else the loop sends the rest, then reads or closes it
-                        if not keep:
-                            self._close(conn.sock, linger)
-                        self.loop.give_back(conn, keep)
-                except Exception:  # a connection closed under it: the worker carries on
-                    errors_log.warning("a connection could not be given back")
+                self.turns.done(ticket)
+
+    def _answer(self, conn: Connection, request: bytes, arrived: float) -> None:
+        """One request, answered by this worker; the connection given back to the loop."""
+        keep = linger = False
+        sent = True
+        try:
+            handler = Handler(conn.sock, conn.address, self, request, arrived)
+            keep = not handler.close_connection and not self.stopping
+            linger = getattr(handler, "linger", False)
+            sent = self.loop.send(conn, handler.answer, keep and not linger)
+        except Exception:  # a broken connection must not kill the worker
+            pass
+        finally:
+            try:
+                if sent:  # else the loop sends the rest, then reads or closes it
+                    if not keep:
+                        self._close(conn.sock, linger)
+                    self.loop.give_back(conn, keep)
+            except Exception:  # a connection closed under it: the worker carries on
+                errors_log.warning("a connection could not be given back")
 
     def _close(self, request: socket.socket, linger: bool) -> None:
         """Close a connection, or, when its client may still be sending a body the server
@@ -469,8 +461,7 @@ class AmlHTTPServer(http.server.HTTPServer):
         flight, end the workers."""
         self.stopping = True
         self.loop.close_idle()
-        for _ in self._workers:
-            self._jobs.put(None)
+        self.turns.close()
         deadline = time.monotonic() + grace_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))

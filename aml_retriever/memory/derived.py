@@ -1,17 +1,28 @@
-"""The rows derived from stored messages: a message's full-text row and speaker, and the links and
-segments of its session. An Add writes them with its messages (writes.py); a reindex (upkeep.py)
-and a removal (removal.py) derive them again."""
+"""The rows derived from stored messages: a message's full-text row and speaker, and the links,
+segments and speakers of its session. An Add writes them with its messages (writes.py); a
+reindex (upkeep.py) and a removal (removal.py) derive them again.
+
+What a session's messages derive depends only on the session's conversation order, never on
+the order its Adds arrived in: an Add that lands before a stored message of its session has the
+session's links, segments and speakers derived again in that order, as a reindex would."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping, Sequence
 
-from aml_retriever.analysis.features import Features
+from aml_retriever.analysis.features import Features, speaker_of
+from aml_retriever.analysis.speakers import Mention, mentions
 from aml_retriever.analysis.tokenizer import index_text
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import INDEXES
+from aml_retriever.storage.speakers import LOOK_BACK, SpeakerRecorder, addressees, retract_mentions
 from aml_retriever.storage.views import ViewBuilder
+
+# A session's conversation order: by time, then by id (an Add's messages take consecutive ids in
+# their order in the Add).
+SESSION_ORDER = "ORDER BY timestamp_ms, id"
 
 
 def index_message(conn: sqlite3.Connection, message_id: int, content: str,
@@ -43,8 +54,42 @@ def rebuild_views(conn: sqlite3.Connection, config: RetrievalConfig, sessions: l
     views = ViewBuilder(conn, config)
     for session_id in sessions:
         views.rebuild(session_id, conn.execute(
-            "SELECT id, timestamp_ms FROM messages WHERE session_id = ? "
-            "ORDER BY timestamp_ms, id", (session_id,)).fetchall())
+            f"SELECT id, timestamp_ms FROM messages WHERE session_id = ? {SESSION_ORDER}",
+            (session_id,)).fetchall())
     for session_id, segment_id in views.finish().items():
         conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                      (segment_id, session_id))
+
+
+def record_speakers(conn: sqlite3.Connection, recorder: SpeakerRecorder, session_id: str,
+                    fresh: Mapping[int, Sequence[Mention]], stored_before: int, moved: bool) -> None:
+    """Record the names a session's new messages (`fresh`: their mentions) give its speakers,
+    each addressed name to the role `addressees` finds in the session's conversation order. When
+    that order moved (`moved`: an Add landed before a stored message) or the session's opener
+    may be answered only now (it held at most LOOK_BACK messages before: `stored_before`), every
+    mention of the session is derived again, so the result is the same whatever order its Adds
+    arrived in."""
+    order = conn.execute(f"SELECT id, role FROM messages INDEXED BY messages_by_session "
+                         f"WHERE session_id = ? {SESSION_ORDER}", (session_id,)).fetchall()
+    whole = moved or stored_before <= LOOK_BACK
+    said = dict(fresh)
+    if whole:
+        stored = [message_id for message_id, _ in order if message_id not in fresh]
+        retract_mentions(conn, stored)
+        said.update(_mentions_of(conn, stored))
+    for (message_id, role), addressee in zip(order, addressees([r for _, r in order]), strict=True):
+        if message_id in said:
+            recorder.mention(message_id, role, said[message_id], addressee)
+
+
+def _mentions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, tuple[Mention, ...]]:
+    """Stored messages' mentions, read from their text again (the names a text gives are not
+    kept where no side was found for them)."""
+    found = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for message_id, role, content in conn.execute(
+                f"SELECT id, role, content FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk):
+            found[message_id] = mentions(speaker_of(role, content)[1])
+    return found

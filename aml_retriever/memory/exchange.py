@@ -185,7 +185,7 @@ def parse_line(number: int, text: bytes) -> Line:
     """A line as import takes it, or an error naming the line and the field."""
     try:
         data = parse_json(text)
-        request = parse_add(data, MAX_LINE_MESSAGES)
+        request = parse_add(data, MAX_LINE_MESSAGES, exported=True)
         lifecycle = tuple(_lifecycle(item, f"messages[{i}]")
                           for i, item in enumerate(data["messages"]))
         original = data.get("original")
@@ -196,7 +196,8 @@ def parse_line(number: int, text: bytes) -> Line:
                                "and received_at", "original")
         return Line(number, request, _hash(original.get("payload_hash")),
                     _count(original.get("timestamps_assigned"), len(request.messages)),
-                    parse_timestamp(original.get("received_at"), "original.received_at"), lifecycle)
+                    parse_timestamp(original.get("received_at"), "original.received_at",
+                                    numbers_from_1973=False), lifecycle)
     except AmlError as exc:
         raise InvalidField(f"line {number}: {exc.message}", exc.field) from None
 
@@ -231,7 +232,7 @@ def _lifecycle(item: dict[str, Any], path: str) -> dict[str, Any]:
             found[name] = item[name]
     for name in ("valid_from", "retired_at"):
         if item.get(name) is not None:
-            found[name] = parse_timestamp(item[name], f"{path}.{name}")
+            found[name] = parse_timestamp(item[name], f"{path}.{name}", numbers_from_1973=False)
     link = item.get("superseded_by")
     if link is not None:
         if not isinstance(link, dict) or set(link) != {"request_id", "index"} \

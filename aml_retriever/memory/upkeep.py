@@ -11,7 +11,7 @@ from typing import Any
 from aml_retriever.analysis.features import extract
 from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import pieces
-from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views
+from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views, record_speakers
 from aml_retriever.memory.parts import Part
 from aml_retriever.storage import resources, speakers
 
@@ -41,24 +41,24 @@ class Upkeep(Part):
         conn.execute("DELETE FROM speakers")
         speakers.clear(conn)
         empty_indexes(conn)
-        rows = conn.execute("SELECT id, role, content, timestamp_ms FROM messages").fetchall()
-        said: dict[int, tuple[str, bool, tuple[Mention, ...]]] = {}
-        for message_id, role, content, timestamp in rows:
+        rows = conn.execute("SELECT id, role, content, timestamp_ms, session_id FROM messages "
+                            "ORDER BY id").fetchall()
+        recorder = speakers.SpeakerRecorder(conn)
+        said: dict[str, dict[int, tuple[Mention, ...]]] = {}
+        for message_id, role, content, timestamp, session_id in rows:
             features = extract(role, content, timestamp)
-            said[message_id] = (role, speakers.speaks_in_text(role, features.speaker),
-                                features.mentions)
+            recorder.count(role, speakers.speaks_in_text(role, features.speaker))
+            said.setdefault(session_id, {})[message_id] = features.mentions
             conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ?, "
                          "told = ? WHERE id = ?",
                          (features.to_json(), pieces(content), features.marks,
                           features.keys_text(), features.told_json(), message_id))
             index_message(conn, message_id, content, features)
-        rebuild_views(conn, self.retrieval, [session for (session,) in conn.execute(
-            "SELECT DISTINCT session_id FROM messages ORDER BY session_id")])
-        # After the links: a name addressed is given to the side that spoke before, in each
-        # session's conversation order as it now stands.
-        recorder = speakers.SpeakerRecorder(conn)
-        for message_id, (role, in_text, found) in sorted(said.items()):
-            recorder.record(message_id, role, _prev(conn, message_id), in_text, found)
+        rebuild_views(conn, self.retrieval, sorted(said))
+        # A name addressed is given to the side that spoke before, in each session's
+        # conversation order (the same as the Adds derived, whatever order they came in).
+        for session_id, fresh in sorted(said.items()):
+            record_speakers(conn, recorder, session_id, fresh, stored_before=0, moved=True)
         recorder.finish()
         return len(rows)
 
@@ -86,10 +86,6 @@ class Upkeep(Part):
             totals["requests"] += counts[2]
         return {**totals, "store_bytes": size, "damaged_user_files": damaged,
                 "quarantined_user_files": len(self.store.quarantined())}
-
-
-def _prev(conn: sqlite3.Connection, message_id: int) -> int | None:
-    return conn.execute("SELECT prev_id FROM messages WHERE id = ?", (message_id,)).fetchone()[0]
 
 
 def _counts(path: Path) -> tuple[int, int, int]:

@@ -28,6 +28,10 @@ AUDIT_PAGE = 100  # audit events a page holds when the caller names no limit
 # The range a timestamp can take and still be rendered as an ISO 8601 date (years 1 to 9999).
 TIMESTAMP_MIN_MS = -62_135_596_800_000
 TIMESTAMP_MAX_MS = 253_402_300_799_999
+# A number below this (1 January 1973 in milliseconds) is refused as a timestamp: it is almost
+# always seconds (time.time() today is ~1.8e9, which as milliseconds is 21 January 1970, and
+# every line of the reader's view would say so). An earlier date is sent as ISO 8601 text.
+SECONDS_BELOW_MS = 94_694_400_000
 
 
 @dataclass(frozen=True)
@@ -146,8 +150,10 @@ def identifier(data: dict[str, Any], field: str) -> str:
     return _string(data, field, max_chars=ID_MAX_CHARS, blank_ok=False)
 
 
-def parse_timestamp(value: Any, name: str) -> int | None:
-    """Milliseconds since the epoch from an integer, a float (truncated) or an ISO 8601 string."""
+def parse_timestamp(value: Any, name: str, numbers_from_1973: bool = True) -> int | None:
+    """Milliseconds since the epoch from an integer, a float (truncated) or an ISO 8601 string.
+    A number that reads as a date before 1973 looks like seconds and is refused, unless
+    `numbers_from_1973` is False (an export of this service, whose numbers are milliseconds)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -156,6 +162,10 @@ def parse_timestamp(value: Any, name: str) -> int | None:
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidField(f"{name} must be a finite number", name)
         ms = int(value)
+        if numbers_from_1973 and ms < SECONDS_BELOW_MS:
+            raise InvalidField(f"{name} must be milliseconds since the epoch: {ms} reads as a date "
+                               "before 1973, which looks like seconds (multiply by 1000); send "
+                               "an earlier date as an ISO 8601 string", name)
     elif isinstance(value, str):
         ms = _iso_to_ms(value, name)
     else:
@@ -192,7 +202,9 @@ def ignored_fields(data: dict[str, Any], fields: frozenset[str]) -> str:
     return ", ".join(shown + ([f"{rest} more"] if rest else []))
 
 
-def parse_add(data: dict[str, Any], max_messages: int) -> AddRequest:
+def parse_add(data: dict[str, Any], max_messages: int, exported: bool = False) -> AddRequest:
+    """An Add body as a request, or a 4xx naming the field. `exported`: a line of this service's
+    own export, whose numeric timestamps are milliseconds whatever their date."""
     request_id = identifier(data, "request_id")
     user_id = identifier(data, "user_id")
     session_id = identifier(data, "session_id")
@@ -201,16 +213,17 @@ def parse_add(data: dict[str, Any], max_messages: int) -> AddRequest:
         raise InvalidField("messages must be a non-empty list of messages", "messages")
     if len(raw) > max_messages:
         raise PayloadTooLarge(f"messages must hold at most {max_messages} messages", "messages")
-    messages = tuple(_message(item, f"messages[{i}]") for i, item in enumerate(raw))
+    messages = tuple(_message(item, f"messages[{i}]", exported) for i, item in enumerate(raw))
     return AddRequest(request_id, user_id, session_id, messages)
 
 
-def _message(item: Any, path: str) -> Message:
+def _message(item: Any, path: str, exported: bool = False) -> Message:
     if not isinstance(item, dict):
         raise InvalidField(f"{path} must be an object with role and content", path)
     role = _string(item, "role", max_chars=ID_MAX_CHARS, path=f"{path}.role")
     content = _string(item, "content", path=f"{path}.content")
-    timestamp = parse_timestamp(item.get("timestamp"), f"{path}.timestamp")
+    timestamp = parse_timestamp(item.get("timestamp"), f"{path}.timestamp",
+                                numbers_from_1973=not exported)
     return Message(role, content, timestamp)
 
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.common.errors import IdempotencyConflict
-from aml_retriever.memory.derived import index_message
+from aml_retriever.memory.derived import index_message, rebuild_views, record_speakers
 from aml_retriever.memory.parts import Part
 from aml_retriever.memory.validation import AddRequest
 from aml_retriever.storage import audit
@@ -78,19 +79,25 @@ class Writes(Part):
 
     def _insert_messages(self, conn: sqlite3.Connection, request: AddRequest,
                          received_ms: int, stamp: Stamp) -> tuple[int, int]:
-        """Insert the messages with their features, links, segments and index rows, and move the
-        session cursor. Returns how many messages got the receive time, and the first id (the
-        messages take consecutive ids: the write lock is held)."""
+        """Insert the messages with their features, links, segments, speakers and index rows, and
+        move the session cursor. Returns how many messages got the receive time, and the first id
+        (the messages take consecutive ids: the write lock is held). A message that lands before
+        a stored one of its session (its Adds arrived out of order) has the session's links,
+        segments and speakers derived again in conversation order (derived.py)."""
         assigned = 0
+        session_id = request.session_id
         views = ViewBuilder(conn, self.retrieval)
         speakers = SpeakerRecorder(conn)
+        stored_before = _message_count(conn, session_id)
         ids, times = [], []
-        answered_by = _answered_by([message.role for message in request.messages])
-        for message, answer in zip(request.messages, answered_by, strict=True):
+        fresh: dict[int, tuple[Mention, ...]] = {}
+        moved = False
+        for message in request.messages:
             timestamp = received_ms if message.timestamp_ms is None else message.timestamp_ms
             assigned += message.timestamp_ms is None
             features = extract(message.role, message.content, timestamp)
-            place = views.place(request.session_id, timestamp)
+            place = views.place(session_id, timestamp)
+            moved |= place.next_id is not None
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
                 "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
@@ -103,21 +110,22 @@ class Writes(Part):
                  features.marks, features.keys_text(), features.told_json())).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
-            speakers.record(message_id, message.role, place.prev_id,
-                            speaks_in_text(message.role, features.speaker), features.mentions,
-                            answer)
+            speakers.count(message.role, speaks_in_text(message.role, features.speaker))
+            fresh[message_id] = features.mentions
             ids.append(message_id)
             times.append(timestamp)
-        open_segment = views.finish()[request.session_id]
-        speakers.finish()
+        open_segment = views.finish()[session_id]
         conn.execute(
             "INSERT INTO sessions (session_id, message_count, first_ms, last_ms, last_message_id, "
             "open_segment_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
             "message_count = message_count + excluded.message_count, "
             "first_ms = min(first_ms, excluded.first_ms), last_ms = max(last_ms, excluded.last_ms), "
             "last_message_id = excluded.last_message_id, open_segment_id = excluded.open_segment_id",
-            (request.session_id, len(request.messages), min(times), max(times), ids[-1],
-             open_segment))
+            (session_id, len(request.messages), min(times), max(times), ids[-1], open_segment))
+        if moved:
+            rebuild_views(conn, self.retrieval, [session_id])
+        record_speakers(conn, speakers, session_id, fresh, stored_before, moved)
+        speakers.finish()
         return assigned, ids[0]
 
     @staticmethod
@@ -127,11 +135,8 @@ class Writes(Part):
                 "timestamps_assigned": assigned}
 
 
-def _answered_by(roles: list[str]) -> list[str | None]:
-    """For each message of an Add, the first role after it that is not its own (None if none)."""
-    found: list[str | None] = [None] * len(roles)
-    later: str | None = None
-    for at in range(len(roles) - 1, -1, -1):
-        found[at] = later if later != roles[at] else found[at + 1] if at + 1 < len(roles) else None
-        later = roles[at]
-    return found
+def _message_count(conn: sqlite3.Connection, session_id: str) -> int:
+    """How many messages a session holds (0 for a new one), from its cursor."""
+    row = conn.execute("SELECT message_count FROM sessions WHERE session_id = ?",
+                       (session_id,)).fetchone()
+    return row[0] if row else 0

@@ -1,5 +1,5 @@
 """What the machine or a file can refuse, named as its cause: a full disk or a file-size limit
-(507 storage_full), no file descriptors left (503 overloaded, answered at once), a damaged user
+(507 storage_full), no file descriptors left (429 overloaded, answered at once), a damaged user
 file (503 user_store_damaged). Never an internal error, and never a message with a path in it: a
 caller learns what happened and when to try again, not where the store lives.
 

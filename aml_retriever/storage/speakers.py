@@ -9,6 +9,9 @@
   prefix): the messages a name attached to the role is said in, as a Search counts them.
 
 Written in the Add's transaction, in time linear in the Add's text; a reindex writes them anew.
+Who a name addressed is given to depends only on the session's conversation order (`addressees`),
+never on the order its Adds arrived in: a session whose order an Add changed, or whose opener may
+now be answered, has its mentions derived again (memory/derived.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from aml_retriever.analysis.features import GENERIC_ROLES
 from aml_retriever.analysis.speakers import ADDRESSED, INTRODUCED, Evidence, Mention, Speakers, attach
 
 # How far back along the conversation a name addressed looks for the side it addresses (the
-# nearest earlier message of another role); past it, the mention is not recorded.
+# nearest earlier message of another role), and how far ahead an opener looks for the side that
+# answers it; past it, the mention is not recorded.
 LOOK_BACK = 8
 # Most rows of `speaker_names` one reading takes: a memory with thousands of names costs a
 # Search a bounded read, the most mentioned first.
@@ -34,45 +38,58 @@ def speaks_in_text(role: str, written_speaker: str) -> bool:
     return bool(written_speaker) and role.strip().lower() in GENERIC_ROLES
 
 
+def addressees(roles: Sequence[str]) -> list[str | None]:
+    """For a session's messages' roles in conversation order, the role each addresses: the
+    nearest earlier message's of another role, at most LOOK_BACK back (people answer who spoke
+    last); the session's opener ("Hey Mel!"), the first later role that is another, at most
+    LOOK_BACK ahead (who answers it). None where there is none: unnamed is better than wrong."""
+    found: list[str | None] = []
+    for at, role in enumerate(roles):
+        looked = roles[max(0, at - LOOK_BACK):at][::-1] if at else roles[1:LOOK_BACK + 1]
+        found.append(next((other for other in looked if other != role), None))
+    return found
+
+
 class SpeakerRecorder:
-    """Records the speakers of one Add's (or one rebuild's) messages, in conversation order,
-    written in three statements at `finish` (a statement a message cost short Adds a third of
-    their time)."""
+    """Records the speakers of one Add's (or one rebuild's) messages, written in three
+    statements at `finish` (a statement a message cost short Adds a third of their time)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._roles: dict[int, tuple[str, int | None]] = {}  # recorded: id -> (role, prev_id)
         self._unnamed: dict[str, int] = {}
         self._mentions: list[tuple[int, str, str, str]] = []
         self._names: dict[tuple[str, str], list[Any]] = {}  # (name, role) -> [addressed, introduced, written]
 
-    def record(self, message_id: int, role: str, prev_id: int | None, in_text: bool,
-               found: Sequence[Mention], answered_by: str | None = None) -> None:
-        """One message: its mentions, given to the role each names, and its role's count.
-        `answered_by`: the next role after this message's in its Add, if another's."""
-        self._roles[message_id] = (role, prev_id)
+    def count(self, role: str, in_text: bool) -> None:
+        """A new message of `role`: counted among its role's messages when its text names no
+        speaker of its own."""
         if not in_text:
             self._unnamed[role] = self._unnamed.get(role, 0) + 1
-        if not found:
-            return
-        addressed = (self._addressee(role, prev_id, answered_by)
-                     if any(m.kind == ADDRESSED for m in found) else None)
+
+    def mention(self, message_id: int, role: str, found: Sequence[Mention],
+                addressee: str | None) -> None:
+        """One message's mentions: a name introduced given to its own role, a name addressed to
+        `addressee` (none recorded without one)."""
         for mention in found:
-            to = role if mention.kind == INTRODUCED else addressed
+            to = role if mention.kind == INTRODUCED else addressee
             if to is None:
                 continue
             self._mentions.append((message_id, mention.name, to, mention.kind))
             counts = self._names.setdefault((mention.name, to), [0, 0, mention.written])
             counts[mention.kind == INTRODUCED] += 1
+            counts[2] = min(counts[2], mention.written, key=_written_order)
 
     def finish(self) -> None:
-        """Write what was recorded: the mentions, the names' counts, the roles' counts."""
+        """Write what was recorded: the mentions, the names' counts, the roles' counts. The form
+        a name is shown in is the same whatever order its mentions came in (`_written_order`)."""
         self.conn.executemany("INSERT OR IGNORE INTO speaker_mentions (message_id, name, role, kind) "
                               "VALUES (?, ?, ?, ?)", self._mentions)
         self.conn.executemany(
             "INSERT INTO speaker_names (name, role, addressed, introduced, written) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name, role) DO UPDATE SET "
-            "addressed = addressed + excluded.addressed, introduced = introduced + excluded.introduced",
+            "addressed = addressed + excluded.addressed, introduced = introduced + excluded.introduced, "
+            f"written = CASE WHEN {_WRITTEN_KEY.format('excluded.written')} < "
+            f"{_WRITTEN_KEY.format('written')} THEN excluded.written ELSE written END",
             [(name, role, *counts) for (name, role), counts in sorted(self._names.items())])
         self.conn.executemany(
             "INSERT INTO roles (role, unnamed) VALUES (?, ?) "
@@ -82,53 +99,39 @@ class SpeakerRecorder:
         self._names.clear()
         self._unnamed.clear()
 
-    def _addressee(self, role: str, prev_id: int | None, answered_by: str | None) -> str | None:
-        """The role a name addressed in a message of `role` is given to: the nearest earlier
-        message's of another role in its session (people answer who spoke last); opening a
-        session ("Hey Mel!"), the role that answers it in the same Add, else the latest other
-        role of the user's memory."""
-        step = prev_id
-        for _ in range(LOOK_BACK):
-            if step is None:
-                break
-            other = self._role_of(step)
-            if other is None:
-                break
-            if other[0] != role:
-                return other[0]
-            step = other[1]
-        if prev_id is not None:
-            return None
-        if answered_by is not None:
-            return answered_by
-        latest = self.conn.execute(
-            "SELECT role FROM (SELECT role FROM messages ORDER BY id DESC LIMIT ?) "
-            "WHERE role != ? LIMIT 1", (LOOK_BACK, role)).fetchone()
-        return latest[0] if latest else None
 
-    def _role_of(self, message_id: int) -> tuple[str, int | None] | None:
-        """A message's role and its predecessor: this Add's from memory, a stored one's read."""
-        if message_id in self._roles:
-            return self._roles[message_id]
-        row = self.conn.execute("SELECT role, prev_id FROM messages WHERE id = ?",
-                                (message_id,)).fetchone()
-        return (row[0], row[1]) if row else None
+def _written_order(written: str) -> tuple[bool, str]:
+    """Which of a name's written forms it is shown in: one capitalised as a name is ("Mel"
+    before "MEL"), then the first in code point order."""
+    return (written[1:] != written[1:].lower(), written)
 
 
-def forget(conn: sqlite3.Connection, removed: Iterable[tuple[int, str, bool]]) -> None:
-    """Take back what removed messages gave, each as (id, role, whether its text names its
-    speaker): their mentions, their names' counts, their roles' counts."""
-    removed = list(removed)
-    for message_id, role, in_text in removed:
+# `_written_order` in SQL, over a column or value named at {0}.
+_WRITTEN_KEY = "(substr({0}, 2) != lower(substr({0}, 2))) || {0}"
+
+
+def retract_mentions(conn: sqlite3.Connection, message_ids: Iterable[int]) -> None:
+    """Take back the names these messages gave (their mentions and those names' counts): the
+    messages stay (forget takes their roles' counts too; a session derived again records its
+    mentions anew)."""
+    for message_id in message_ids:
         for name, to, kind in conn.execute("SELECT name, role, kind FROM speaker_mentions "
                                            "WHERE message_id = ?", (message_id,)).fetchall():
             column = "addressed" if kind == ADDRESSED else "introduced"
             conn.execute(f"UPDATE speaker_names SET {column} = {column} - 1 "
                          "WHERE name = ? AND role = ?", (name, to))
         conn.execute("DELETE FROM speaker_mentions WHERE message_id = ?", (message_id,))
+    conn.execute("DELETE FROM speaker_names WHERE addressed <= 0 AND introduced <= 0")
+
+
+def forget(conn: sqlite3.Connection, removed: Iterable[tuple[int, str, bool]]) -> None:
+    """Take back what removed messages gave, each as (id, role, whether its text names its
+    speaker): their mentions, their names' counts, their roles' counts."""
+    removed = list(removed)
+    retract_mentions(conn, [message_id for message_id, _, _ in removed])
+    for _, role, in_text in removed:
         if not in_text:
             conn.execute("UPDATE roles SET unnamed = unnamed - 1 WHERE role = ?", (role,))
-    conn.execute("DELETE FROM speaker_names WHERE addressed <= 0 AND introduced <= 0")
     conn.execute("DELETE FROM roles WHERE unnamed <= 0")
 
 

@@ -20,7 +20,7 @@ def write(conn: sqlite3.Connection, committed: Callable[[sqlite3.Connection], No
     The caller acknowledges only after this block returns: the commit is durable then.
     `committed` is told of the connection after the commit (its file now needs a checkpoint).
     `writable` refuses a write that could not be kept (pool.Connections.check_writable), asked
-    once the write lock is held: to a file removed meanwhile (503 to retry), to a copy in
+    once the write lock is held: to a file removed meanwhile (429 to retry), to a copy in
     memory of a file a full disk left at an earlier schema (507); nothing is acknowledged.
     Every write moves the file's generation (generation.py), so no process serves what it held
     of the file before it."""
