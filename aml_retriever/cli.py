@@ -18,7 +18,8 @@ import resource
 import shutil
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -81,6 +82,39 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _within(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high` from the command line."""
+    def parse(text: str) -> int:
+        if not text.isascii() or not text.isdigit() or len(text) > 18 or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, not {text!r}")
+        return int(text)
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds from the command line."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def _url(text: str) -> str:
+    """A server's base URL: http(s)://host[:port][/path]."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        good = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, or out of range
+        good = False
+    if not good:
+        raise argparse.ArgumentTypeError(f"must be an http(s) URL such as http://127.0.0.1:8080, "
+                                         f"not {text!r}")
+    return text
+
+
 def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
     default = "none" if setting.secret else repr(setting.default)
     help_text = f"{setting.help} (env {setting.env}; default {default})"
@@ -122,6 +156,43 @@ def _memory_roots(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--global-root",
                         help="where the account's global memory lives (default: the platform's "
                              f"user data directory, here {default_global_root()})")
+
+
+def _rehearse_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of `rehearse`; their defaults are rehearsal.Settings' (a test holds them equal)."""
+    parser.add_argument("--url", type=_url, help="the server's base URL, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--api-key", metavar="KEY",
+                        help="sent as Authorization: Bearer KEY (default: env AML_API_KEY)")
+    parser.add_argument("--data", action="append", metavar="DIR_OR_FILE",
+                        help="replay files, conversations with evidence texts or aml-eval/1 "
+                        "datasets; a directory stands for its *.json files; repeatable")
+    parser.add_argument("--add-concurrency", type=_within(1, 1024), default=64, metavar="N",
+                        help="Adds in flight at most (the platform: 16-64; default 64)")
+    parser.add_argument("--search-concurrency", type=_within(1, 4096), default=256, metavar="M",
+                        help="Searches in flight at most (the platform: 16-256; default 256)")
+    parser.add_argument("--streaming", action="store_true",
+                        help="the streaming mode: Adds in stages, every question after each stage")
+    parser.add_argument("--stages", type=_positive, metavar="S",
+                        help="with --streaming: parts each conversation's Adds are sent in (default 4)")
+    parser.add_argument("--top-k", type=_within(1, 100), default=100, metavar="K",
+                        help="top_k of every Search (default 100, the platform's)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="the shuffle of each conversation's Adds (default 0)")
+    parser.add_argument("--in-order", action="store_true",
+                        help="each conversation's Adds one at a time, in file order (the reference)")
+    parser.add_argument("--limit-users", type=_positive, metavar="N",
+                        help="only the first N conversations")
+    parser.add_argument("--timeout", type=_seconds, default=1800.0, metavar="SECONDS",
+                        help="per-request timeout (default 1800, the platform's 30 minutes)")
+    parser.add_argument("--prompts", type=_within(0, 10_000), default=3, metavar="N",
+                        help="reader's prompts written to prompts/ (default 3)")
+    parser.add_argument("--out", default="rehearsal", metavar="DIR",
+                        help="where the report goes (default ./rehearsal; prompts/ in it is rewritten)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on a terminal")
+    parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"),
+                        help="instead of a run: how many questions two rehearsals answered "
+                        "differently (exit 0 when none, 1 otherwise)")
+    parser.set_defaults(refuse=parser.error)
 
 
 def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
@@ -264,6 +335,28 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     backup_.add_argument("--db", required=True, help="the store (its catalog, e.g. ./aml.db)")
     backup_.add_argument("--to", required=True, metavar="DIR", help="where the copy goes")
     backup_.add_argument("--quiet", action="store_true", help="no progress on a terminal")
+
+    _rehearse_options(_command(
+        commands, "rehearse", "drive a running server as the leaderboard does; report what would fail",
+        "Rehearse a leaderboard run (memory interface memory-api-v1.1) against a running server, "
+        "driving it as the platform's client does: every Add of the --data conversations (up to "
+        "--add-concurrency at once; a conversation's Adds in parallel, in a shuffle by --seed), "
+        "then every question once as a Search (up to --search-concurrency at once; top_k "
+        "--top-k; the question's answer choices as options when the data has them). A 429 is "
+        "honoured (Retry-After seconds, at most 60; 60 without one); an Add is retried the same "
+        "way on 409 and 524; at most 32 attempts; nothing else is retried. With --streaming, each "
+        "conversation's Adds go in --stages parts, every question asked after each part (the last "
+        "part's answers are scored), conversations interleaved. Every answer is checked as the "
+        "platform checks it. Writes into --out: report.json (requests by status, outcomes, "
+        "retries, latency, the evidence figures per data set), answers.jsonl (a digest of each "
+        "scored answer: --compare tells two rehearsals apart) and prompts/<qid>.txt (the "
+        "reader's prompt for --prompts questions as the platform's template renders it: "
+        "`Memories for user {name}:`, the items' contents one a line, a blank line, `Question: "
+        "...`; {name} is the conversation's user_id). Exit 1 when the platform would fail "
+        "anything: a failed request, a malformed answer, no server.",
+        "python3 -m aml_retriever rehearse --url http://127.0.0.1:8080 --data eval_out/replay/ "
+        "--add-concurrency 16 --search-concurrency 16\n"
+        "  python3 -m aml_retriever rehearse --compare rehearsal-seed0 rehearsal-seed1"))
 
     check = _command(commands, "check", "check this machine, and a store when --db is given",
                      "Check Python, SQLite and FTS5; with --db, also the store: the catalog and "
@@ -579,6 +672,42 @@ def _backup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rehearse(args: argparse.Namespace) -> int:
+    from aml_retriever.evaluation import rehearsal, rehearsal_report
+
+    if args.compare:
+        try:
+            differ, total = rehearsal_report.compare(Path(args.compare[0]), Path(args.compare[1]))
+        except ValueError as exc:
+            return _failed(str(exc))
+        print(f"{len(differ)} of {total} questions answered differently")
+        for line in differ[:20]:
+            print(f"  {line}")
+        return 1 if differ else 0
+    if not args.url or not args.data:
+        args.refuse("--url and --data are required (or --compare DIR_A DIR_B)")
+    if args.stages is not None and not args.streaming:
+        args.refuse("--stages applies to --streaming only")
+    settings = rehearsal.Settings(
+        url=args.url, data=tuple(args.data),
+        api_key=args.api_key if args.api_key is not None else os.environ.get("AML_API_KEY") or None,
+        add_concurrency=args.add_concurrency, search_concurrency=args.search_concurrency,
+        streaming=args.streaming, stages=args.stages or rehearsal.Settings.stages, top_k=args.top_k,
+        seed=args.seed, in_order=args.in_order, limit_users=args.limit_users, timeout=args.timeout,
+        prompts=args.prompts, out=args.out, quiet=args.quiet)
+    try:
+        done = rehearsal.rehearse(settings, lambda total: Progress("rehearse", "requests", total,
+                                                                   args.quiet))
+    except rehearsal.DataError as exc:
+        return _failed(str(exc))
+    except KeyboardInterrupt:
+        return _failed("interrupted")
+    if done.aborted:
+        return _failed(f"{done.aborted}; report in {done.path}")
+    print(rehearsal_report.summary(done.report, done.path))
+    return 0 if done.report["failed"] == 0 else 1
+
+
 def message_number(text: str, scope: str | None = None) -> int:
     """A message id as a person types it: m12 or 12, or, in an agent memory, the id agents see
     (local:12 in a project's memory, global:12 in the account's)."""
@@ -663,4 +792,4 @@ def _print(payload: dict[str, Any]) -> None:
 COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
             "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check,
             "review": _review, "audit": _audit, "history": _history, "export": _export,
-            "import": _import, "backup": _backup}
+            "import": _import, "backup": _backup, "rehearse": _rehearse}

@@ -12,6 +12,9 @@ Modules, in the order data flows through them:
   experiment                 in-process runs of several configurations over several seeds
   ablation, scan             signal ablations and parameter grids
   report, cli                Markdown/JSON output and the commands behind scripts/
+  rehearsal                  a leaderboard run rehearsed against a running server, as the
+                             platform's client drives it (`python3 -m aml_retriever rehearse`)
+  rehearsal_report           what a rehearsal counted: report.json, answers.jsonl, prompts/
 
 Nothing here is imported by the service; the package runs on the standard library alone.
 """

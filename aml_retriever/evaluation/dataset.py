@@ -16,6 +16,10 @@ Three file formats load into it:
   `beam-100K-1`), the shape of converted BEAM and MemDaily development files. A question without
   evidence is one whose answer is not in memory (an abstention).
 
+A question's answer choices, where the data has them, are kept as its `options` (what a Search
+may send): a question's own `options` in any of the three shapes, else, in a conversation with
+evidence texts, its entry in `stats.choices` (MemDaily's lettered choices, in letter order).
+
 Gold evidence is matched to results by its exact text (see metrics.py): message ids are opaque
 and assigned by the server, so the text is the one identifier every server shares.
 """
@@ -54,6 +58,8 @@ class Question:
     difficulty: str = ""
     # LoCoMo's category 2: a question about when something happened (reader.py's date visible).
     temporal: bool = False
+    # Answer choices where the data gives them (multiple-choice questions); () elsewhere.
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,8 @@ def question_to_json(q: Question) -> dict[str, Any]:
                          **({"speaker": e.speaker} if e.speaker else {})} for e in q.evidence]}
     if q.temporal:
         out["temporal"] = True
+    if q.options:
+        out["options"] = list(q.options)
     return out
 
 
@@ -87,7 +95,18 @@ def question_from_json(data: Mapping[str, Any]) -> Question:
                      for e in data.get("evidence", []))
     return Question(data["qid"], data["question"], data.get("suite", ""), str(data["category"]),
                     evidence, str(data.get("answer", "")), bool(data.get("adversarial", False)),
-                    data.get("difficulty", ""), bool(data.get("temporal", False)))
+                    data.get("difficulty", ""), bool(data.get("temporal", False)),
+                    options_of(data.get("options")))
+
+
+def options_of(raw: Any) -> tuple[str, ...]:
+    """Answer choices as a file gives them: a list of texts, or a mapping of labels to texts
+    (taken in label order: A, B, C, ...); anything else, or no choices, is ()."""
+    if isinstance(raw, Mapping):
+        raw = [raw[label] for label in sorted(raw, key=str)]
+    if not isinstance(raw, list):
+        return ()
+    return tuple(choice for choice in raw if isinstance(choice, str) and choice)
 
 
 def conversation_to_json(c: Conversation) -> dict[str, Any]:
@@ -130,7 +149,8 @@ def from_replay(data: Mapping[str, Any], suite: str | None = None) -> Conversati
         adversarial = bool(raw.get("adversarial", False)) or (numbered and category == 5)
         questions.append(Question(raw["qid"], raw["question"], name, label, tuple(evidence),
                                   str(raw.get("answer", "")), adversarial,
-                                  temporal=numbered and category == 2))
+                                  temporal=numbered and category == 2,
+                                  options=options_of(raw.get("options"))))
     return Conversation(data["user_id"], adds, tuple(questions))
 
 
@@ -143,12 +163,16 @@ def from_texts(data: Mapping[str, Any]) -> Conversation:
         for position, message in reversed(list(enumerate(add["messages"]))):
             where[message["content"]] = (add["request_id"], position)
     suite = str(data.get("conv", "")).split("-", 1)[0] or "replay"
+    stats = data.get("stats")
+    choices = stats.get("choices") if isinstance(stats, Mapping) else None
     questions = []
     for raw in data["questions"]:
         evidence = tuple(Evidence(*where.get(text, ("", -1)), text) for text in raw.get("evidence", []))
+        offered = raw.get("options") or (choices.get(raw["qid"]) if isinstance(choices, Mapping) else None)
         questions.append(Question(raw["qid"], raw["question"], suite, str(raw.get("category", "")),
                                   evidence, str(raw.get("answer", "")),
-                                  bool(raw.get("adversarial", False)) or not evidence))
+                                  bool(raw.get("adversarial", False)) or not evidence,
+                                  options=options_of(offered)))
     return Conversation(data["user_id"], adds, tuple(questions))
 
 
@@ -182,7 +206,7 @@ def load(path: str | Path) -> list[Conversation]:
 def load_many(paths: Iterable[str | Path]) -> list[Conversation]:
     """Conversations of several files; a directory stands for its *.json files, in name order."""
     out: list[Conversation] = []
-    for path in _expand(paths):
+    for path in files(paths):
         out.extend(load(path))
     return out
 
@@ -193,7 +217,9 @@ MAKE_FILES = ("write some with `python3 scripts/run_eval.py --suite mixed --scal
               "PATH --out DIR` (public data)")
 
 
-def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
+def files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """The files `load_many` reads, in its order: each path given, a directory as its *.json files
+    in name order; ValueError for a path that does not exist or a directory without them."""
     for raw in paths:
         path = Path(raw)
         if not path.exists():
