@@ -60,8 +60,11 @@ SETTINGS: tuple[Setting, ...] = (
             "more only contend)", minimum=1),
     Setting("queue_size", 4096, int, "requests waiting for a turn (at most 256 MiB of them) before "
             "new ones get 429 with Retry-After", minimum=1),
-    Setting("socket_timeout", 10.0, float, "seconds a connection may stay idle; a request's head, "
-            "then its body, must arrive within three times this", minimum=0.1),
+    Setting("socket_timeout", 10.0, float, "seconds a new connection may stay idle; a request's "
+            "head, then its body, must arrive within three times this", minimum=0.1),
+    Setting("keep_alive_timeout", 75.0, float, "seconds an answered connection may wait for its "
+            "next request before it is closed (longer than a client's own idle limit, so the "
+            "client closes first and never sends on a connection being closed)", minimum=0.1),
     Setting("max_connections", 0, int, "client connections open at once; past it the oldest idle "
             "ones, then the slowest senders, are closed (0 = from the open-file limit: 794 at "
             "1,024)", minimum=0),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 from conftest import Client
@@ -14,6 +15,7 @@ from reliability_support import open_user, store_bytes
 from aml_retriever.cli import main
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message
+from aml_retriever.storage import checkpoints
 
 MARKER = "zqxmarker7781"
 CJK_MARKER = "独特标记"
@@ -173,3 +175,78 @@ def test_delete_user_waits_for_a_reader_so_the_text_leaves_the_disk(tmp_path):
     assert done.is_set()  # the delete answered only once the reader had finished
     assert MARKER.encode() not in store_bytes(svc.store.path)
     svc.close()
+
+
+def busy_first(app: Any, times: int | None) -> list[bool]:
+    """The store's checkpoints answer busy, as SQLite does at once while another checkpoint of
+    the file holds its lock (the planned pass, another process's), the first `times` tries (None:
+    every try); then they checkpoint. Returns what each try found on disk: whether the text of
+    the victim's first message was still there."""
+    store = app.store._checkpoints
+    real = store.checkpoint
+    seen: list[bool] = []
+
+    def checkpoint(conn: Any) -> bool:
+        if threading.current_thread() is app.checkpointer:
+            return real(conn)  # the planned pass (held off by its interval in these tests)
+        seen.append(b"message 0 " in store_bytes(app.store.path))
+        if times is None or len(seen) <= times:
+            return False
+        return real(conn)
+
+    store.checkpoint = checkpoint
+    return seen
+
+
+@pytest.mark.parametrize("how", ["DELETE /users", "DELETE /messages"])
+def test_a_deletion_answers_200_only_once_its_text_is_in_no_file(make_app, how):
+    """The deletion's truncating checkpoint meets another checkpoint holding the lock: it tries
+    again until it is done, rather than answering with its text still in the file and its log."""
+    app = make_app(checkpoint_interval=3600)  # no planned pass clears the log meanwhile
+    client = Client(app.port)
+    fill(client, "victim", MARKER)
+    tries = busy_first(app, times=3)
+    response = (client.request("DELETE", "/users/victim") if how == "DELETE /users"
+                else client.request("DELETE", "/users/victim/messages/m1"))
+    assert response.status == 200
+    assert tries == [True, True, True, True]  # busy three times with the text on disk, then done
+    assert b"message 0 " not in store_bytes(app.store.path)
+
+
+def test_a_deletion_that_cannot_clear_its_log_in_time_is_503_never_200(make_app, monkeypatch):
+    app = make_app(checkpoint_interval=3600)
+    client = Client(app.port)
+    fill(client, "victim", MARKER)
+    monkeypatch.setattr(checkpoints, "ERASE_WITHIN_S", 0.3)
+    real = app.store._checkpoints.checkpoint
+    busy_first(app, times=None)
+    response = client.request("DELETE", "/users/victim")
+    assert response.status == 503 and response.body["error"]["code"] == "erasure_pending"
+    assert response.headers["retry-after"] == "1"
+    app.store._checkpoints.checkpoint = real
+    again = client.request("DELETE", "/users/victim")  # sent again: answered once it is gone
+    assert again.status == 200 and MARKER.encode() not in store_bytes(app.store.path)
+
+
+def test_deletions_racing_the_planned_checkpoint_answer_only_once_their_text_is_gone(make_app):
+    """Three clients each Add a marked message, DELETE their user and look for the marker in
+    every file of the store, while the planned pass checkpoints every 50 ms (before: 3-5 of
+    60-180 deletions answered 200 with the text still in the user's file and its log)."""
+    app = make_app(checkpoint_interval=0.05)
+    found: list[str] = []
+
+    def loop(n: int) -> None:
+        c = Client(app.port)
+        for i in range(40):
+            marker = f"racemark{n}x{i}q"
+            assert c.add(f"racer{n}", f"r{i}", [f"{marker} {'filler ' * 40}"] * 4).status == 200
+            assert c.request("DELETE", f"/users/racer{n}").status == 200
+            if marker.encode() in store_bytes(app.store.path):
+                found.append(marker)
+
+    racers = [threading.Thread(target=loop, args=(n,)) for n in range(3)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(120)
+    assert found == []

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -192,3 +193,26 @@ def test_health_answers_while_every_turn_is_taken(make_app, monkeypatch):
     assert Client(app.port).request("GET", "/health").status == 200
     release.set()
     thread.join(10)
+
+
+def test_an_answered_connection_waits_the_keep_alive_timeout_a_silent_one_the_socket_timeout(make_app):
+    """A client's next request on a connection it keeps comes after it has read and used the
+    last answer: the server waits keep_alive_timeout for it, longer than a client's own idle
+    limit, so it is never sent on a connection the server is closing."""
+    app = make_app(socket_timeout=0.3, keep_alive_timeout=2.0)
+    client = Client(app.port)
+    assert client.request("GET", "/health").status == 200
+    kept = client.conn.sock
+    time.sleep(1.0)  # past the socket timeout, within the keep-alive timeout
+    assert client.search("alice", "anything").status == 200
+    assert client.conn.sock is kept  # the same connection served the next request
+    silent = socket.create_connection(("127.0.0.1", app.port))
+    silent.settimeout(5)
+    started = time.monotonic()
+    assert silent.recv(1) == b""  # a connection that never sent anything: closed
+    assert time.monotonic() - started < 1.5
+    silent.close()
+    started = time.monotonic()
+    kept.settimeout(5)
+    assert kept.recv(1) == b""  # the answered one too, once its keep-alive timeout passed
+    assert 0.5 < time.monotonic() - started < 3.5

@@ -87,15 +87,17 @@ def render(shards: Sequence[Shard], host: str, port: int, paths: RouterPaths,
         "map": str(paths.map),
         "bufsize": str(settings.max_body_bytes + HEAD_ROOM),
         "max_body": str(settings.max_body_bytes),
-        "idle_timeout": _ms(idle),
+        # An answered client connection waits this long for its next request, as a shard's does
+        # (keep_alive_timeout: the client, whose own idle limit is shorter, closes first).
+        "keep_alive_timeout": _ms(max(idle, settings.keep_alive_timeout)),
         # The server gives a request's head three times the idle timeout, then its body as much.
         "request_timeout": _ms(3 * idle),
         "server_timeout": _ms(max(MIN_SERVER_TIMEOUT_S, 6 * idle)),
         # A shard stopping finishes its requests within socket_timeout and 5 s (app.py).
         "stop_timeout": _ms(idle + 5),
-        # At most as many requests at once as a shard has workers: the rest wait in HAProxy's
-        # queue instead of filling the shard's and being refused 503 there.
-        "server_maxconn": str(settings.workers),
+        # As many requests at once as a shard queues: a shard holds each waiting request's bytes,
+        # not a thread, and gives turns by user, which HAProxy's first-come queue would not.
+        "server_maxconn": str(settings.queue_size),
         "retry_after": str(RETRY_AFTER_S),
         "first_shard": shards[0].name,
         "bucket_divisor": str(BUCKET_DIVISOR),

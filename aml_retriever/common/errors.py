@@ -98,6 +98,15 @@ class Overloaded(AmlError):
     code = "overloaded"
 
 
+class ErasurePending(AmlError):
+    """A deletion (or a forget) is committed, but its text could not yet be cleared from the
+    user file's write-ahead log: another process held the file's checkpoint for the whole busy
+    timeout. Sent again, the request answers once the text is gone."""
+
+    status = 503
+    code = "erasure_pending"
+
+
 class UserStoreDamaged(AmlError):
     """The user's file is damaged (not a database, or malformed): it was moved aside, and the
     user is refused until it is restored or the user is deleted. Other users are unaffected."""

@@ -9,8 +9,13 @@ head whose body it will refuse anyway: too large, not announced as it must be). 
 connections cost a socket and a buffer, no thread.
 
 - **Deadlines.** A request's head must arrive within `BODY_DEADLINE_FACTOR` socket timeouts of its
-  first byte, and its body within as many again (else 408); an idle keep-alive connection is
-  closed after one socket timeout.
+  first byte, and its body within as many again (else 408); a new connection that sends nothing
+  is closed after one socket timeout, an answered one that sends no next request after the
+  keep-alive timeout. That one is long (75 s, as nginx's): a client sending its next request on
+  a connection just as the server closes it gets no answer, and clients close their own idle
+  connections sooner (a pool's 5-15 s), so the client closes first. With an idle limit of 10 s,
+  a rehearsal of the leaderboard's load lost 2-9 of 538 BEAM Searches that way: a client thread
+  busy decoding an answer sent its next request just as the connection's 10 s ran out.
 - **A cap on connections**, sized from the file-descriptor limit: past it, the oldest idle
   connection is closed first, then the one whose request has been arriving longest (the slowest
   sender), never one whose request is being served.
@@ -89,9 +94,10 @@ class ConnectionLoop:
 
     def __init__(self, listener: socket.socket, timeout: float, max_body: int, cap: int,
                  dispatch: Callable[[Connection, bytes], None],
-                 expire: Callable[[Connection, bool], None]) -> None:
+                 expire: Callable[[Connection, bool], None], keep_alive: float = 75.0) -> None:
         self.listener = listener
         self.timeout = timeout
+        self.keep_alive = keep_alive  # how long an answered connection waits for the next request
         self.max_body = max_body
         self.cap = cap
         self._dispatch = dispatch
@@ -164,7 +170,7 @@ class ConnectionLoop:
                 if self._open.get(conn.sock) is not conn:
                     return
                 conn.sock.setblocking(False)
-                conn.deadline = time.monotonic() + self.timeout
+                conn.deadline = time.monotonic() + self.keep_alive
                 conn.busy = False
                 self._selector.register(conn.sock, selectors.EVENT_READ, conn)
             return
@@ -330,7 +336,7 @@ class ConnectionLoop:
     def _read_again(self, conn: Connection) -> None:
         """Watch a connection answered for its next request; one already buffered (pipelined
         while it was answered) is taken at once."""
-        conn.deadline = time.monotonic() + self.timeout
+        conn.deadline = time.monotonic() + self.keep_alive
         self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         if conn.buffer:
             conn.started = time.monotonic()

@@ -13,6 +13,7 @@ from typing import Any
 from aml_retriever.common.errors import (
     AmlError,
     BadRequest,
+    ErasurePending,
     LengthRequired,
     MethodNotAllowed,
     Overloaded,
@@ -136,7 +137,7 @@ def error_headers(exc: AmlError) -> dict[str, str]:
         return {"Allow": ", ".join(exc.allowed)}
     if isinstance(exc, Unauthorized):
         return {"WWW-Authenticate": 'Bearer realm="aml_retriever"'}
-    if isinstance(exc, Overloaded):
+    if isinstance(exc, (Overloaded, ErasurePending)):
         return {"Retry-After": "1"}
     if isinstance(exc, (StorageFull, UserStoreDamaged)):
         return {"Retry-After": str(RESOURCE_RETRY_S)}

@@ -80,7 +80,8 @@ FAMILIES = (
            "Requests answered 429 with Retry-After at once because the queue of requests "
            "waiting for a turn was full (queue_size requests or 256 MiB)."),
     Family("aml_connections_expired_total", "counter",
-           "Connections closed for slowness: idle past socket_timeout (stage idle), a head too "
+           "Connections closed for slowness: idle past socket_timeout, or keep_alive_timeout once "
+           "answered (stage idle), a head too "
            "slow (stage head, closed without an answer), a body too slow (stage body, 408)."),
     Family("aml_wal_checkpoints_total", "counter",
            "WAL checkpoints of user files: done, or busy (a reader or a full disk in the way: "

@@ -361,7 +361,8 @@ class AmlHTTPServer(http.server.HTTPServer):
             self.socket = listener
             self.server_address = listener.getsockname()
         self.loop = ConnectionLoop(self.socket, config.socket_timeout, config.max_body_bytes,
-                                   max_connections, self._hand_over, self._expired)
+                                   max_connections, self._hand_over, self._expired,
+                                   config.keep_alive_timeout)
         metrics.connections = self.loop
         self._rejected = Lingerer()
         self._rejected.start()

@@ -12,7 +12,7 @@ from typing import Any
 
 from aml_retriever.analysis.features import Features
 from aml_retriever.analysis.tokenizer import index_text
-from aml_retriever.common.errors import StorageFull, UserStoreDamaged
+from aml_retriever.common.errors import ErasurePending, StorageFull, UserStoreDamaged
 from aml_retriever.memory.derived import empty_indexes, rebuild_views
 from aml_retriever.memory.parts import Part
 from aml_retriever.storage import audit, speakers
@@ -55,8 +55,15 @@ class Removal(Part):
                 return False
             with self.store.write(conn):
                 removed.update(erase_user_rows(conn))
-            self.store.checkpoint(conn)
+            self._erase_log(conn)
         return True
+
+    def _erase_log(self, conn: sqlite3.Connection) -> None:
+        """Answer only once the removed text has left the write-ahead log too (checkpoints.py):
+        a 200 means it is in no file of the store."""
+        if not self.store.erase_log(conn):
+            raise ErasurePending("the removal is done, but its text is not yet cleared from the "
+                                 "user's files; send the request again")
 
     def forget(self, user_id: str, message_ids: Sequence[int], reason: str,
                actor: str = "http",
@@ -78,7 +85,8 @@ class Removal(Part):
                     if check is not None:
                         check(conn)
                     removed = self._remove_messages(conn, message_ids, reason, actor)
-                self.store.checkpoint(conn)  # so the removed text leaves the write-ahead log
+                if removed:
+                    self._erase_log(conn)  # so the removed text leaves the write-ahead log
         return {"success": True, "user_id": user_id, "forgotten": [f"m{m}" for m in removed]}
 
     def _remove_messages(self, conn: sqlite3.Connection, message_ids: Sequence[int],

@@ -1,6 +1,7 @@
 """Planned checkpoints: a write marks its user file, and one planned pass (`checkpoint_dirty`)
 copies each marked file's WAL into the file and truncates it, without waiting; a file a reader
-held stays marked for the next pass. A deletion checkpoints its file at once (`checkpoint`).
+held stays marked for the next pass. A deletion checkpoints its file at once and waits until
+that is done (`erase_log`): only then is the deleted text gone from every file.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +18,12 @@ from aml_retriever.storage import resources
 from aml_retriever.storage.pool import BUSY_TIMEOUT_MS, Connections
 
 log = logging.getLogger("aml_retriever.store")
+# How long a deletion tries to truncate its file's WAL in all: a reader in the way is waited for
+# by SQLite's busy handler (the busy timeout), but another checkpoint holding the lock (the
+# planned pass, another process's) makes SQLite answer busy at once, so the deletion tries again
+# every ERASE_RETRY_S (a planned pass over one file takes milliseconds).
+ERASE_WITHIN_S = BUSY_TIMEOUT_MS / 1000
+ERASE_RETRY_S = 0.01
 
 
 class Checkpoints:
@@ -55,12 +63,23 @@ class Checkpoints:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
+    def erase_log(self, conn: sqlite3.Connection) -> bool:
+        """Copy the WAL into the file and truncate it, trying again while another checkpoint
+        holds the lock, for up to ERASE_WITHIN_S: after a deletion, which may answer only once its
+        text is in no file (before, 3-5 of 60-180 deletions racing the planned pass answered
+        while the text was still in the file and its log). False if it could not in that time."""
+        deadline = time.monotonic() + ERASE_WITHIN_S
+        while not self.checkpoint(conn):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(ERASE_RETRY_S)
+        return True
+
     def checkpoint(self, conn: sqlite3.Connection) -> bool:
         """Copy the WAL into the file and truncate it, waiting up to the busy timeout for the
-        readers and writers in the way: after a deletion, whose text must be gone from disk
-        (the file's pages were zeroed, the log still holds their old copies) before it answers.
-        False if they held it that long, or the disk has no room for the copy (the planned
-        pass retries)."""
+        readers and writers in the way (not for another checkpoint: SQLite answers busy at once
+        then). False if they held it that long, another checkpoint held the lock, or the disk
+        has no room for the copy (the planned pass retries)."""
         try:
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         except sqlite3.OperationalError as exc:

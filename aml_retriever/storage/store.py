@@ -155,6 +155,9 @@ class Store:
     def checkpoint(self, conn: sqlite3.Connection) -> bool:
         return self._checkpoints.checkpoint(conn)
 
+    def erase_log(self, conn: sqlite3.Connection) -> bool:
+        return self._checkpoints.erase_log(conn)
+
     # ---- whole-store operations ----------------------------------------------------------
 
     def purge(self) -> int:
