@@ -183,10 +183,10 @@ def busy_first(app: Any, times: int | None) -> list[bool]:
     every try); then they checkpoint. Returns what each try found on disk: whether the text of
     the victim's first message was still there."""
     store = app.store._checkpoints
-    real = store.checkpoint
+    real = store._truncate
     seen: list[bool] = []
 
-    def checkpoint(conn: Any) -> bool:
+    def truncate(conn: Any) -> bool:
         if threading.current_thread() is app.checkpointer:
             return real(conn)  # the planned pass (held off by its interval in these tests)
         seen.append(b"message 0 " in store_bytes(app.store.path))
@@ -194,7 +194,7 @@ def busy_first(app: Any, times: int | None) -> list[bool]:
             return False
         return real(conn)
 
-    store.checkpoint = checkpoint
+    store._truncate = truncate
     return seen
 
 
@@ -218,12 +218,12 @@ def test_a_deletion_that_cannot_clear_its_log_in_time_is_503_never_200(make_app,
     client = Client(app.port)
     fill(client, "victim", MARKER)
     monkeypatch.setattr(checkpoints, "ERASE_WITHIN_S", 0.3)
-    real = app.store._checkpoints.checkpoint
+    real = app.store._checkpoints._truncate
     busy_first(app, times=None)
     response = client.request("DELETE", "/users/victim")
     assert response.status == 503 and response.body["error"]["code"] == "erasure_pending"
     assert response.headers["retry-after"] == "1"
-    app.store._checkpoints.checkpoint = real
+    app.store._checkpoints._truncate = real
     again = client.request("DELETE", "/users/victim")  # sent again: answered once it is gone
     assert again.status == 200 and MARKER.encode() not in store_bytes(app.store.path)
 

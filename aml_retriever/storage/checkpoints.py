@@ -67,9 +67,10 @@ class Checkpoints:
         """Copy the WAL into the file and truncate it, trying again while another checkpoint
         holds the lock, for up to ERASE_WITHIN_S: after a deletion, which may answer only once its
         text is in no file (before, 3-5 of 60-180 deletions racing the planned pass answered
-        while the text was still in the file and its log). False if it could not in that time."""
+        while the text was still in the file and its log). False if it could not in that time;
+        StorageFull when the disk has no room for the copy (a deletion then unlinks the file)."""
         deadline = time.monotonic() + ERASE_WITHIN_S
-        while not self.checkpoint(conn):
+        while not self._truncate(conn):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(ERASE_RETRY_S)
@@ -81,12 +82,22 @@ class Checkpoints:
         then). False if they held it that long, another checkpoint held the lock, or the disk
         has no room for the copy (the planned pass retries)."""
         try:
+            return self._truncate(conn)
+        except StorageFull:
+            log.warning("a checkpoint found no room on the disk; it is retried later")
+            self.mark_dirty(conn)
+            self.on_checkpoint(False)
+            return False
+
+    def _truncate(self, conn: sqlite3.Connection) -> bool:
+        """One truncating checkpoint: False when something held it, StorageFull without room."""
+        try:
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         except sqlite3.OperationalError as exc:
-            if not isinstance(resources.cause(exc), StorageFull):
-                raise
-            log.warning("a checkpoint found no room on the disk; it is retried later")
-            busy = 1
+            cause = resources.cause(exc)
+            if isinstance(cause, StorageFull):
+                raise cause from None
+            raise
         if busy:
             self.mark_dirty(conn)
         self.on_checkpoint(not busy)
