@@ -23,6 +23,9 @@ LAST_WITH_WINDOW_ROWS = 3
 # What each shard migration from 5 on added, undone: a current user file taken back to the
 # schema before it, its rows kept (`take_back`). A new migration adds its line here.
 _UNDO = {
+    12: """DROP INDEX messages_by_session; ALTER TABLE messages DROP COLUMN said;
+           CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id, role,
+                                                         tokens, marks, told, retired_ms, trust);""",
     11: "SELECT 1;",  # rewrote keys only
     10: """DROP INDEX sessions_by_time; DROP INDEX messages_by_session;
            CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);""",

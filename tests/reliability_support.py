@@ -150,10 +150,13 @@ def request_contents(conn: sqlite3.Connection) -> dict[str, list[str]]:
 
 def broken_links(conn: sqlite3.Connection) -> list[str]:
     """Where the messages' links differ from each session's conversation order (timestamp,
-    then arrival); empty when every link is right."""
+    then its Add's place `said` since shard migration 12, then id); empty when every link is
+    right."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    order = "timestamp_ms, said, id" if "said" in columns else "timestamp_ms, id"
     expected = conn.execute(
         "SELECT id, lag(id) OVER turns, lead(id) OVER turns FROM messages "
-        "WINDOW turns AS (PARTITION BY session_id ORDER BY timestamp_ms, id) ORDER BY id").fetchall()
+        f"WINDOW turns AS (PARTITION BY session_id ORDER BY {order}) ORDER BY id").fetchall()
     held = conn.execute("SELECT id, prev_id, next_id FROM messages ORDER BY id").fetchall()
     return [f"message {want[0]} links {got[1:]}, conversation order says {want[1:]}"
             for want, got in zip(expected, held, strict=True) if want != got]

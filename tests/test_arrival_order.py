@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import Client, start_app
+from old_schema import take_back
 from reliability_support import user_file
 
 from aml_retriever.engine.candidates import cut
@@ -44,15 +45,18 @@ QUESTIONS = ("How many times did Caroline go to the lake?", "When did Melanie pa
              "When did the kids swim at the lake?")
 
 
-def conversation(user: str) -> list[dict[str, Any]]:
+def conversation(user: str, one_time: bool = False) -> list[dict[str, Any]]:
     """Six sessions of 30 turns of two speakers (a silence splits each in two segments), each
-    sent as Adds of 7 turns: a session spans five Adds."""
+    sent as Adds of 7 turns: a session spans five Adds. `one_time`: every turn of a session
+    stamped with the session's time, as a sender that knows only a session's date does (its
+    order is then its Adds' numbers, `s0-1` before `s0-2`, and each turn's place in its Add)."""
     adds = []
     for session in range(6):
         turns = list(OPENERS) + [TURNS[(session + i) % len(TURNS)].format(n=i) for i in range(26)]
         start = START_MS + session * 7 * DAY_MS
         messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                     "timestamp": start + i * 60_000 + (2 * 3_600_000 if i >= 15 else 0)}
+                     "timestamp": start if one_time else
+                     start + i * 60_000 + (2 * 3_600_000 if i >= 15 else 0)}
                     for i, text in enumerate(turns)]
         # The first session opens with an Add of its opener alone: its answer comes later.
         edges = [0, 1] if session == 0 else [0]
@@ -117,6 +121,44 @@ def test_shuffled_adds_give_the_same_answers_and_rows_as_adds_in_order(tmp_path)
         arrived.close()
 
 
+def test_a_session_said_at_one_instant_keeps_its_order_whatever_order_its_adds_came_in(tmp_path):
+    adds = conversation("u", one_time=True)
+    shuffled = adds[:]
+    random.Random(5).shuffle(shuffled)
+    ordered = in_process(tmp_path / "a.db", adds)
+    arrived = in_process(tmp_path / "b.db", shuffled)
+    try:
+        assert answers(arrived.search, "u") == answers(ordered.search, "u")
+        rows = derived(user_file(tmp_path / "b.db", "u"))
+        assert rows == derived(user_file(tmp_path / "a.db", "u"))
+        # The conversation in its sender's order: each turn linked to the one written after it.
+        first = {text: after for text, _, after in rows["links"]}
+        assert first["Hey Mel! How was the lake?"] == "Hi Caroline, the lake was lovely."
+        assert first[TURNS[2].format(n=2)] == TURNS[3].format(n=3)  # across Adds s0-0, s0-1
+    finally:
+        ordered.close()
+        arrived.close()
+
+
+def test_an_upgraded_file_orders_its_messages_by_their_adds_numbers(tmp_path):
+    backend = in_process(tmp_path / "a.db", conversation("u", one_time=True))
+    backend.close()
+    path = user_file(tmp_path / "a.db", "u")
+    take_back(path, 11)  # as the release before wrote it: no `said`
+    upgraded = InProcess(tmp_path / "a.db")
+    assert upgraded.search({"user_id": "u", "query": "lake", "top_k": 5})  # opened: upgraded
+    upgraded.close()
+    conn = sqlite3.connect(path)
+    try:
+        said = dict(conn.execute("SELECT content, said FROM messages"))
+        requests = dict(conn.execute("SELECT first_message_id, request_id FROM requests"))
+    finally:
+        conn.close()
+    assert said["Hey Mel! How was the lake?"] == 0  # request s0-0
+    assert said[TURNS[2].format(n=2)] == 1  # the 8th turn of session 0: request s0-1
+    assert set(said.values()) == {int(r.rsplit("-", 1)[1]) for r in requests.values()}
+
+
 def test_reindex_derives_what_the_adds_derived_in_order(tmp_path):
     ordered = in_process(tmp_path / "a.db", conversation("u"))
     shuffled = conversation("u")
@@ -169,6 +211,7 @@ class Row:
 
     id: int
     timestamp_ms: int
+    said: int = 0
     role: str = "user"
     marks: int = 0
     signal_keys: str = ""
@@ -188,7 +231,7 @@ def test_a_list_cut_among_equal_scores_keeps_those_said_first():
     class Times:
         def many(self, kind: str, ids: Any, read: Any) -> dict[int, tuple[int, int]]:
             # Arrival order (ids) is the reverse of conversation order.
-            return {m: (START_MS - m, m) for m in ids}
+            return {m: (START_MS - m, 0, m) for m in ids}
 
     said = SaidOrder(None, Times())  # type: ignore[arg-type]
     ranked = [(1, 2.0), (2, 1.0), (3, 1.0), (4, 1.0), (5, 0.5)]

@@ -228,9 +228,9 @@ def test_a_file_upgraded_before_the_keys_kept_nuls_is_mended(db_nul):
     conn = sqlite3.connect(user_file(path, "u"))
     conn.execute("UPDATE messages SET signal_keys = 'cut' WHERE instr(features, '\\u0000') > 0")
     conn.execute("UPDATE messages SET signal_keys = 'left' WHERE instr(features, '\\u0000') = 0")
-    conn.execute("PRAGMA user_version = 10")
     conn.commit()
     conn.close()
+    take_back(user_file(path, "u"), 10)
     _open_user(path)
     mended = _raw_keys(path)
     assert [mended[m] for m in fresh if "\x00" in fresh[m]] == [k for k in fresh.values() if "\x00" in k]

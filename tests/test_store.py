@@ -9,6 +9,7 @@ import pytest
 from old_schema import LAST_WITH_WINDOW_ROWS, write_old_user
 from reliability_support import broken_adds, integrity, open_user
 
+from aml_retriever.analysis.sequence import request_order
 from aml_retriever.common.errors import StoreError, UserStoreDamaged
 from aml_retriever.common.signals import FORMER_INDEX_SETTINGS, RetrievalConfig
 from aml_retriever.memory.service import MemoryService
@@ -18,6 +19,7 @@ from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
     KEYS_FUNCTION,
+    ORDER_FUNCTION,
     SHARD_MIGRATIONS,
     SHARD_SCHEMA,
     signal_keys_of,
@@ -316,6 +318,7 @@ def schema_shape(conn: sqlite3.Connection) -> dict[str, object]:
 def test_a_new_file_gets_the_schema_every_migration_together_makes(schema, migrations):
     fresh, migrated = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
     migrated.create_function(KEYS_FUNCTION, 1, signal_keys_of)  # as Schema.migrate does
+    migrated.create_function(ORDER_FUNCTION, 1, request_order)
     fresh.executescript(schema)
     for script in migrations:
         migrated.executescript(script)

@@ -20,7 +20,7 @@ def weight(word: str) -> float:
 
 def statement(n: int, asked: set[str], said: int | None = None, stated: int | None = None
               ) -> Statement:
-    return Statement(("message", (n,)), (said if said is not None else n, n), stated,
+    return Statement(("message", (n,)), (said if said is not None else n, 0, n), stated,
                      frozenset(asked))
 
 

@@ -1,7 +1,8 @@
 """Text analysis: how text becomes index terms (`tokenizer`), the stop words dropped from queries
 (`stopwords`), dates read and resolved in text (`dates`), and the features an Add extracts once
 and stores with a message (`features`), the names a conversation gives its speakers
-(`speakers`), and a reader's tokens of a text (`tokens`). Pure functions
+(`speakers`), a reader's tokens of a text (`tokens`), and an Add's place among its
+conversation's Adds, read from its request id (`sequence`). Pure functions
 of strings: no SQL, no files.
 
 May import: `common`.

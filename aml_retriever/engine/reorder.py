@@ -12,7 +12,7 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import MessageRow
-from aml_retriever.engine.said import placed
+from aml_retriever.engine.said import place, placed
 from aml_retriever.engine.scoring import Facts, Key
 from aml_retriever.engine.versions import DEPTH as VERSIONS_DEPTH
 from aml_retriever.engine.versions import Statement, arrange, content_words, families
@@ -65,10 +65,10 @@ class Reordering:
         moved: set[Key] = set()
         for group in groups:
             slots = sorted((fused[s.key] for s in group), reverse=True)
-            for place, (statement, score) in enumerate(zip(arrange(group, plan.past, plan.period),
-                                                           slots, strict=True)):
+            for rank, (statement, score) in enumerate(zip(arrange(group, plan.past, plan.period),
+                                                          slots, strict=True)):
                 # Equal slots still keep the arranged order: each later one a hair lower.
-                fused[statement.key] = score - place * 1e-9
+                fused[statement.key] = score - rank * 1e-9
                 moved.add(statement.key)
         _lift_family(statements, groups, fused, weight)
         return moved
@@ -81,7 +81,7 @@ class Reordering:
         for key in ranked[:VERSIONS_DEPTH]:
             row = self.rows[key[1][0]]
             held = frozenset(question) & frozenset(content_words(exact_words(row.content)))
-            statements.append(Statement(key, (row.timestamp_ms, row.id), row.valid_ms, held))
+            statements.append(Statement(key, place(row), row.valid_ms, held))
         return statements
 
 

@@ -39,6 +39,7 @@ class MessageRow:
     trust: str
     origin: str
     told: str | None  # the dates it gives relative to its day (features.Features.told_json)
+    said: int  # its Add's place among its session's Adds (analysis/sequence.py)
 
     @cached_property
     def day(self) -> str:
@@ -57,8 +58,8 @@ def load_rows(conn: sqlite3.Connection, rows: dict[int, MessageRow], ids: Iterab
 def _read(conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
     return {row[0]: MessageRow(*row) for row in rows_in(
         conn, "SELECT id, session_id, role, content, timestamp_ms, segment_id, marks, "
-        "signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, trust, origin, told "
-        "FROM messages WHERE id", ids)}
+        "signal_keys, recorded_ms, valid_ms, retired_ms, superseded_by, trust, origin, told, "
+        "said FROM messages WHERE id", ids)}
 
 
 def row_bytes(row: MessageRow) -> int:

@@ -1,8 +1,9 @@
 """When each message was said: the order every tie between messages is broken by.
 
 Two messages a Search scores alike (the same BM25 part, the same fused score, the same feature
-strength) are taken in conversation order: when they were said, then by id, which within one
-Add is its order in the Add. Never by id alone: ids are the arrival order, and a leaderboard's
+strength) are taken in conversation order: when they were said, then by their Add's place among
+its session's Adds (`said`, analysis/sequence.py), then by id, which within one Add is its order
+in the Add. Never by id alone: ids are the arrival order, and a leaderboard's
 client sends a conversation's Adds in parallel, so arrival differs from run to run. Measured on
 a LoCoMo-Refined dev conversation fed in order and again with its Adds shuffled: with ties by
 id, 104 of 138 questions were answered differently (the BM25 part of short turns ties often,
@@ -22,7 +23,7 @@ from aml_retriever.engine.held import Held
 from aml_retriever.storage.store import rows_in
 
 T = TypeVar("T")
-Said = tuple[int, int]  # (timestamp_ms, id): a message's place in conversation order
+Said = tuple[int, int, int]  # (timestamp_ms, said, id): a message's place in conversation order
 
 
 class SaidOrder:
@@ -37,8 +38,8 @@ class SaidOrder:
         return self.held.many("said", ids, self._read)
 
     def _read(self, ids: list[int]) -> dict[int, Said]:
-        return {m: (timestamp, m) for m, timestamp in rows_in(
-            self.conn, "SELECT id, timestamp_ms FROM messages WHERE id", ids)}
+        return {m: (timestamp, said, m) for m, timestamp, said in rows_in(
+            self.conn, "SELECT id, timestamp_ms, said FROM messages WHERE id", ids)}
 
     def settle(self, ranked: Sequence[T], score: Callable[[T], object],
                members: Callable[[T], Sequence[int]]) -> list[T]:
@@ -54,7 +55,7 @@ class SaidOrder:
             run = list(ranked[start:end])
             if len(run) > 1:
                 said = self.of(m for item in run for m in members(item))
-                run.sort(key=lambda item: [said.get(m, (0, m)) for m in members(item)])
+                run.sort(key=lambda item: [said.get(m, (0, 0, m)) for m in members(item)])
             settled.extend(run)
             start = end
         return settled
@@ -70,8 +71,14 @@ class Placed(Protocol):
 
     id: int
     timestamp_ms: int
+    said: int
 
 
 def placed(rows: Mapping[int, Placed], members: Sequence[int]) -> tuple[Said, ...]:
     """The places in conversation order of messages whose rows are read."""
-    return tuple((rows[m].timestamp_ms, m) for m in members)
+    return tuple(place(rows[m]) for m in members)
+
+
+def place(row: Placed) -> Said:
+    """A read message's place in conversation order."""
+    return (row.timestamp_ms, row.said, row.id)

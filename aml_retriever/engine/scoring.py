@@ -24,6 +24,7 @@ class Evidence(Protocol):
 
     id: int
     timestamp_ms: int
+    said: int
     role: str
     marks: int  # features.MARK_*
     signal_keys: str  # its names, numbers, dates and speaker (features.Features.keys_text)
@@ -47,7 +48,7 @@ class Facts:
         self.time_ms = rows[-1].timestamp_ms
         # The last tie-break: its kind of view, then its messages' places in conversation
         # order; never their ids, which are the order the Adds arrived in (engine/said.py).
-        self.said = (key[0], tuple((r.timestamp_ms, r.id) for r in rows))
+        self.said = (key[0], tuple((r.timestamp_ms, r.said, r.id) for r in rows))
 
     def _holds(self, needles: Needles) -> frozenset[str]:
         """The question's values one of its messages' keys hold."""

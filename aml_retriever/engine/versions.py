@@ -14,9 +14,10 @@ fact's versions (see `families`); they keep the ranks they hold together, but wi
   naming a value the question names ("before Valkey");
 - a period ("in 2021"): the version that held then: the latest one true by the period's end.
 
-Versions come in the order they were said (then arrival): an agent records what it learns as it
-learns it, and a date a statement names ("as of 2022-10") says since when it held, not that it
-is older news than what was said before it. That date answers a period question.
+Versions come in the order they were said (conversation order, engine/said.py): an agent
+records what it learns as it learns it, and a date a statement names ("as of 2022-10") says
+since when it held, not that it is older news than what was said before it. That date answers
+a period question.
 Pure functions; reorder.py hands over the candidates. Measured on the agent-memory suite
 (evaluation/agent_memory.py, restated facts, seeds 1-3, 40 topics): see signals.py.
 """
@@ -53,7 +54,7 @@ class Statement:
     """One candidate as this module reads it."""
 
     key: object
-    said: tuple[int, int]  # when it was said, then arrival: the order versions came in
+    said: tuple[int, int, int]  # its place in conversation order (said.py): the order versions came in
     stated_ms: int | None  # the date it names as when it became true, if it names one
     asked: frozenset[str]  # the question's content words it holds (`content_words`)
 

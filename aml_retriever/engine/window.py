@@ -107,6 +107,7 @@ class Line(NamedTuple):
     id: int
     session_id: str
     timestamp_ms: int
+    said: int  # its Add's place among its session's Adds (analysis/sequence.py)
     role: str
     tokens: int  # analysis/tokens.pieces of its text, stored at Add
     marks: int
@@ -115,7 +116,7 @@ class Line(NamedTuple):
 
 # What the fill reads of a message, as a Line; `tokens` NULL in a file upgraded from before the
 # stored estimate (migration 6) until `reindex`: -1 here, estimated from the text then.
-_COLUMNS = "id, session_id, timestamp_ms, role, coalesce(tokens, -1), marks, told"
+_COLUMNS = "id, session_id, timestamp_ms, said, role, coalesce(tokens, -1), marks, told"
 _UNREAD = -1  # a neighbour not read yet (None: there is none, the session ends)
 
 
@@ -153,7 +154,7 @@ class Outline:
         if self.session_id is not None:
             where, params = f"session_id = ? AND {where}", [self.session_id, *params]
         read = self._lines(f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session "
-                           f"WHERE {where} ORDER BY session_id, timestamp_ms, id", params)
+                           f"WHERE {where} ORDER BY session_id, timestamp_ms, said, id", params)
         self.places = {m: i for i, m in enumerate(read)}
         self.firsts = {}
         before: int | None = None
@@ -199,7 +200,7 @@ class Outline:
         if found == _UNREAD:
             line = self.lines[m]
             later = direction > 0
-            self._page(line.session_id, (line.timestamp_ms, line.id), later, m)
+            self._page(line.session_id, (line.timestamp_ms, line.said, line.id), later, m)
             found = self.links.get((m, direction))
         return found
 
@@ -214,9 +215,10 @@ class Outline:
         first, last = self.lines[a], self.lines[b]
         read = self._lines(
             f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session WHERE session_id = ? "
-            f"AND {self.where} AND (timestamp_ms, id) > (?, ?) AND (timestamp_ms, id) < (?, ?) "
-            f"ORDER BY timestamp_ms, id LIMIT {size}",
-            [first.session_id, *self.params, first.timestamp_ms, a, last.timestamp_ms, b])
+            f"AND {self.where} AND (timestamp_ms, said, id) > (?, ?, ?) "
+            f"AND (timestamp_ms, said, id) < (?, ?, ?) ORDER BY timestamp_ms, said, id LIMIT {size}",
+            [first.session_id, *self.params, first.timestamp_ms, first.said, a,
+             last.timestamp_ms, last.said, b])
         chain = [a, *read, b] if len(read) < size else [a, *read]
         for x, y in itertools.pairwise(chain):
             self.links[(x, 1)], self.links[(y, -1)] = y, x
@@ -247,7 +249,7 @@ class Outline:
                 return
             after = rows[-1]
 
-    def _page(self, session_id: str, start: tuple[int, int] | None, later: bool,
+    def _page(self, session_id: str, start: tuple[int, int, int] | None, later: bool,
               origin: int | None) -> list[int]:
         """Read the next page of a session's messages after (or before) `start` (from its start
         when None), and link them in order to `origin`, the message the walk stands on."""
@@ -256,9 +258,10 @@ class Outline:
         direction = 1 if later else -1
         where, params = f"session_id = ? AND {self.where}", [session_id, *self.params]
         if start is not None:
-            where += " AND (timestamp_ms, id) > (?, ?)" if later else " AND (timestamp_ms, id) < (?, ?)"
+            where += (" AND (timestamp_ms, said, id) > (?, ?, ?)" if later
+                      else " AND (timestamp_ms, said, id) < (?, ?, ?)")
             params += list(start)
-        order = "timestamp_ms, id" if later else "timestamp_ms DESC, id DESC"
+        order = "timestamp_ms, said, id" if later else "timestamp_ms DESC, said DESC, id DESC"
         read = self._lines(f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_session "
                            f"WHERE {where} ORDER BY {order} LIMIT {PAGE}", params)
         chain = ([origin] if origin is not None else []) + read
@@ -285,7 +288,7 @@ class Outline:
 
 
 def outline_bytes(outline: Outline) -> int:
-    """What a whole outline held for the next Searches costs: each line (a tuple of seven, its
+    """What a whole outline held for the next Searches costs: each line (a tuple of eight, its
     ints; the session and role strings are shared), its two links and its place (tracemalloc,
     BEAM dev users: 420 to 470 bytes a message)."""
     return 4096 + 460 * len(outline.lines) + sum(sys.getsizeof(line.told) for line in
@@ -446,11 +449,11 @@ def _candidates(outline: Outline, placed: Sequence[Sequence[int]],
 
 def _place(outline: Outline) -> Callable[[int], Any]:
     """A sort key of where a message stands in its session: conversation order is time, then
-    arrival; the index of the whole read when all is read (a dict lookup: sorting by a Python
-    function cost a windowed Search ~3 ms)."""
+    its Add's place, then its order in its Add (said.py); the index of the whole read when all
+    is read (a dict lookup: sorting by a Python function cost a windowed Search ~3 ms)."""
     if outline.firsts is not None:
         return outline.places.__getitem__
-    return lambda m: (outline.lines[m].timestamp_ms, m)
+    return lambda m: (outline.lines[m].timestamp_ms, outline.lines[m].said, m)
 
 
 def _walk(outline: Outline, m: int | None, direction: int) -> Iterator[int]:

@@ -20,9 +20,10 @@ from aml_retriever.engine.candidates import INDEXES
 from aml_retriever.storage.speakers import LOOK_BACK, SpeakerRecorder, addressees, retract_mentions
 from aml_retriever.storage.views import ViewBuilder
 
-# A session's conversation order: by time, then by id (an Add's messages take consecutive ids in
-# their order in the Add).
-SESSION_ORDER = "ORDER BY timestamp_ms, id"
+# A session's conversation order: by time, then by its Add's place among the session's Adds
+# (analysis/sequence.py), then by id (an Add's messages take consecutive ids in their order in
+# the Add).
+SESSION_ORDER = "ORDER BY timestamp_ms, said, id"
 
 
 def index_message(conn: sqlite3.Connection, message_id: int, content: str,
@@ -54,8 +55,8 @@ def rebuild_views(conn: sqlite3.Connection, config: RetrievalConfig, sessions: l
     views = ViewBuilder(conn, config)
     for session_id in sessions:
         views.rebuild(session_id, conn.execute(
-            f"SELECT id, timestamp_ms FROM messages WHERE session_id = ? {SESSION_ORDER}",
-            (session_id,)).fetchall())
+            f"SELECT id, timestamp_ms FROM messages INDEXED BY messages_by_session "
+            f"WHERE session_id = ? {SESSION_ORDER}", (session_id,)).fetchall())
     for session_id, segment_id in views.finish().items():
         conn.execute("UPDATE sessions SET open_segment_id = ? WHERE session_id = ?",
                      (segment_id, session_id))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.sequence import request_order
 from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.common.errors import IdempotencyConflict
@@ -89,6 +90,7 @@ class Writes(Part):
         views = ViewBuilder(conn, self.retrieval)
         speakers = SpeakerRecorder(conn)
         stored_before = _message_count(conn, session_id)
+        said = request_order(request.request_id)  # its place among the session's Adds
         ids, times = [], []
         fresh: dict[int, tuple[Mention, ...]] = {}
         moved = False
@@ -96,18 +98,18 @@ class Writes(Part):
             timestamp = received_ms if message.timestamp_ms is None else message.timestamp_ms
             assigned += message.timestamp_ms is None
             features = extract(message.role, message.content, timestamp)
-            place = views.place(session_id, timestamp)
+            place = views.place(session_id, timestamp, said)
             moved |= place.next_id is not None
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
                 "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
-                "fingerprint, tokens, marks, signal_keys, told) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "fingerprint, tokens, marks, signal_keys, told, said) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
                  int(message.timestamp_ms is None), place.segment_id, features.to_json(),
                  place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
                  stamp.trust, stamp.fingerprint, pieces(message.content),
-                 features.marks, features.keys_text(), features.told_json())).lastrowid or 0
+                 features.marks, features.keys_text(), features.told_json(), said)).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
             speakers.count(message.role, speaks_in_text(message.role, features.speaker))

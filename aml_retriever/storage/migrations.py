@@ -88,15 +88,25 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     -- Migration 9: the dates it gives relative to its day, as the reader's view writes them out
     -- (features.Features.told: JSON, '' when none). NULL in a file upgraded from before until
     -- `reindex`: read from the text when shown.
-    told TEXT
+    told TEXT,
+    -- Migration 12: its Add's place among its session's Adds (analysis/sequence.request_order:
+    -- the last number of the request id), the order of messages said at the same instant in
+    -- different Adds: a conversation's order is (timestamp_ms, said, id), never arrival alone.
+    said INTEGER NOT NULL DEFAULT 0
 );"""
-# The conversation order of a session across Adds: (timestamp, arrival).
+# The conversation order of a session across Adds: (timestamp, arrival), as migration 1 made it.
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
 # Since migration 10 the same order carries what the answer window reads of each message (its
 # outline: engine/window.py) and what a default read withholds by, so the fill reads the index
 # alone: 4.0 -> 0.9 ms for a BEAM 500K user's 1,090 messages, ~15 bytes more a message.
+_MESSAGES_BY_SESSION_OUTLINED_V10 = ("CREATE INDEX messages_by_session ON messages (session_id, "
+                                     "timestamp_ms, id, role, tokens, marks, told, retired_ms, "
+                                     "trust);")
+# Since migration 12 the conversation's order is (timestamp, said, id): messages said at the same
+# instant in different Adds go in their Adds' order (analysis/sequence.py), never by arrival.
 _MESSAGES_BY_SESSION_OUTLINED = ("CREATE INDEX messages_by_session ON messages (session_id, "
-                                 "timestamp_ms, id, role, tokens, marks, told, retired_ms, trust);")
+                                 "timestamp_ms, said, id, role, tokens, marks, told, retired_ms, "
+                                 "trust);")
 
 
 # Each message's place in its conversation, apart from its text: a Search follows the links of
@@ -114,9 +124,10 @@ _SESSIONS_BY_TIME = """
 CREATE INDEX sessions_by_time ON sessions (first_ms, session_id);
 """
 
-# The SQL function the migrations derive a message's signal keys with (`signal_keys_of`, which
-# Schema registers on every connection it migrates).
+# The SQL functions the migrations derive a message's signal keys and its Add's place with
+# (`signal_keys_of`, `request_order`, which Schema registers on every connection it migrates).
 KEYS_FUNCTION = "aml_signal_keys"
+ORDER_FUNCTION = "aml_request_order"
 
 
 def signal_keys_of(features: str) -> str:
@@ -433,12 +444,25 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     # for the answer window (engine/window.py).
     f"""
     DROP INDEX messages_by_session;
-    {_MESSAGES_BY_SESSION_OUTLINED}
+    {_MESSAGES_BY_SESSION_OUTLINED_V10}
     """ + _SESSIONS_BY_TIME,
     # 11: the keys of a file upgraded through migration 7 before it kept NULs, written again
     # where the features hold one (JSON writes a NUL as the six characters \u0000).
     f"""
     UPDATE messages SET signal_keys = {KEYS_FUNCTION}(features)
     WHERE instr(features, '\\u0000') > 0;
+    """,
+    # 12: each message's Add's place among its session's Adds, from the request that stored it
+    # (its messages took the ids first_message_id .. + stored - 1), and the conversation index
+    # ordered by it. `reindex` then links and segments each session in that order (the links
+    # stored before follow arrival among messages said at one instant in different Adds).
+    f"""
+    ALTER TABLE messages ADD COLUMN said INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX requests_by_first_id ON requests (first_message_id);
+    UPDATE messages SET said = coalesce((SELECT {ORDER_FUNCTION}(request_id) FROM requests
+        WHERE first_message_id <= messages.id ORDER BY first_message_id DESC LIMIT 1), 0);
+    DROP INDEX requests_by_first_id;
+    DROP INDEX messages_by_session;
+    {_MESSAGES_BY_SESSION_OUTLINED}
     """,
 )

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aml_retriever import __version__
+from aml_retriever.analysis.sequence import request_order
 from aml_retriever.common.errors import StoreError
 from aml_retriever.storage import generation
 from aml_retriever.storage.migrations import (
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
     KEYS_FUNCTION,
+    ORDER_FUNCTION,
     SHARD_FORMAT,
     SHARD_MIGRATIONS,
     SHARD_SCHEMA,
@@ -72,6 +74,7 @@ class Schema:
             self._check_format(conn, kind)
             return
         conn.create_function(KEYS_FUNCTION, 1, signal_keys_of, deterministic=True)
+        conn.create_function(ORDER_FUNCTION, 1, request_order, deterministic=True)
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._upgrade(conn, kind)

@@ -157,7 +157,7 @@ def said_between(conn: sqlite3.Connection, start_ms: int, end_ms: int, session_i
         "SELECT m.id FROM sessions s JOIN messages m INDEXED BY messages_by_session "
         "ON m.session_id = s.session_id AND m.timestamp_ms BETWEEN ? AND ? "
         "WHERE s.first_ms <= ? AND s.last_ms >= ? AND (?5 IS NULL OR s.session_id = ?5) "
-        "ORDER BY m.timestamp_ms, m.id LIMIT ?6",
+        "ORDER BY m.timestamp_ms, m.said, m.id LIMIT ?6",
         (start_ms, end_ms, end_ms, start_ms, session_id, limit))]
 
 

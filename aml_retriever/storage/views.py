@@ -2,7 +2,8 @@
 
 - `window`: `size` consecutive messages of one session (fewer at the start of a session, never
   just one), for every configured size, read at Search time from the conversation order: each
-  message links to the one before and after it in its session (timestamp, then arrival), so the
+  message links to the one before and after it in its session (timestamp, then its Add's place
+  among the session's Adds, `said`, then its order in its Add), so the
   windows around a hit are a few steps along the links (`turns`) and need no rows of their own.
   The links are set at Add time and kept right when a message arrives out of order or is
   forgotten, so windows span Add boundaries and follow the conversation as it now stands.
@@ -36,6 +37,7 @@ class Placement:
 
     session_id: str
     timestamp_ms: int
+    said: int  # its Add's place among the session's Adds (analysis/sequence.py)
     prev_id: int | None
     next_id: int | None
     segment_id: int
@@ -61,12 +63,12 @@ class ViewBuilder:
         self._open: dict[str, int | None] = {}
         # The last message of each session in conversation order, once known: an Add's messages
         # usually come in order, and then each one's predecessor is the one before it.
-        self._tails: dict[str, tuple[int, int]] = {}
+        self._tails: dict[str, tuple[int, tuple[int, int]]] = {}
 
-    def place(self, session_id: str, timestamp_ms: int) -> Placement:
-        prev_id, next_id = self._neighbours(session_id, timestamp_ms)
+    def place(self, session_id: str, timestamp_ms: int, said: int = 0) -> Placement:
+        prev_id, next_id = self._neighbours(session_id, (timestamp_ms, said))
         segment = self._segment_for(session_id, timestamp_ms)
-        return Placement(session_id, timestamp_ms, prev_id, next_id, segment.id)
+        return Placement(session_id, timestamp_ms, said, prev_id, next_id, segment.id)
 
     def placed(self, message_id: int, placement: Placement) -> None:
         """Link the new message's neighbours to it and add it to its segment (`place` chose)."""
@@ -77,7 +79,7 @@ class ViewBuilder:
             self.conn.execute("UPDATE messages SET prev_id = ? WHERE id = ?",
                               (message_id, placement.next_id))
         else:
-            self._tails[placement.session_id] = (message_id, placement.timestamp_ms)
+            self._tails[placement.session_id] = (message_id, (placement.timestamp_ms, placement.said))
         self._join(self._segments[placement.segment_id], message_id, placement.timestamp_ms)
 
     def rebuild(self, session_id: str, ordered: list[tuple[int, int]]) -> None:
@@ -100,18 +102,21 @@ class ViewBuilder:
         segment.members.append(message_id)
         segment.end_ms = max(segment.end_ms, timestamp_ms)
 
-    def _neighbours(self, session_id: str, timestamp_ms: int) -> tuple[int | None, int | None]:
-        """The messages before and after a new one in conversation order. The new message has
-        the highest id yet, so it goes after every message of the same time."""
+    def _neighbours(self, session_id: str, said: tuple[int, int]) -> tuple[int | None, int | None]:
+        """The messages before and after a new one in conversation order, (timestamp, said, id).
+        The new message has the highest id yet, so it goes after every message of the same time
+        and the same Add's place."""
         tail = self._tails.get(session_id)
-        if tail is not None and timestamp_ms >= tail[1]:
+        if tail is not None and said >= tail[1]:
             return tail[0], None
         before = self.conn.execute(
-            "SELECT id FROM messages WHERE session_id = ? AND timestamp_ms <= ? "
-            "ORDER BY timestamp_ms DESC, id DESC LIMIT 1", (session_id, timestamp_ms)).fetchone()
+            "SELECT id FROM messages INDEXED BY messages_by_session WHERE session_id = ? "
+            "AND (timestamp_ms, said) <= (?, ?) ORDER BY timestamp_ms DESC, said DESC, id DESC "
+            "LIMIT 1", (session_id, *said)).fetchone()
         after = self.conn.execute(
-            "SELECT id FROM messages WHERE session_id = ? AND timestamp_ms > ? "
-            "ORDER BY timestamp_ms, id LIMIT 1", (session_id, timestamp_ms)).fetchone()
+            "SELECT id FROM messages INDEXED BY messages_by_session WHERE session_id = ? "
+            "AND (timestamp_ms, said) > (?, ?) ORDER BY timestamp_ms, said, id LIMIT 1",
+            (session_id, *said)).fetchone()
         return (before[0] if before else None), (after[0] if after else None)
 
     def _segment_for(self, session_id: str, timestamp_ms: int) -> _Segment:
