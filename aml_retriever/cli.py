@@ -464,9 +464,14 @@ def _purge(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     store, _ = _store(args, read_only=True)
     try:
-        _print(MemoryService(store).stats())
+        counted = MemoryService(store).stats()
     finally:
         store.close()
+    _print(counted)
+    if counted["unreadable_user_files"]:  # counts that leave users out: said, and exit 1
+        return _failed(f"{counted['unreadable_user_files']} user file(s) could not be read here, "
+                       "nor copied to read them, and are not counted (copy the store somewhere "
+                       "writable, or read it where it was written)")
     return 0
 
 

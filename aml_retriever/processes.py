@@ -14,7 +14,8 @@ that ends. One that ends while the server is not stopping (killed, crashed, out 
 logged in one line (its number, pid, exit status or signal) and replaced by a new one with the
 same number: that number's metrics slot is emptied first, so a scrape never shows the dead one's
 counts, and the new one counts from zero (a counter reset, as after a restart). Bounds: a process
-that exits on its own within QUICK_DEATH_S of starting CRASH_LIMIT times in a row, or one of the
+that exits on its own within QUICK_DEATH_S of starting CRASH_LIMIT times in a row (a kill between
+them starts the count again), or one of the
 first N that cannot build its server at all (exit status START_FAILED: a bad setting, an unusable
 store), stops the server with one error line and exit status 1, instead of forking forever. One
 killed by a signal (the kernel's out-of-memory killer, a crash) is never a reason to stop: a
@@ -116,7 +117,8 @@ class Supervisor:
         self.config, self.listener, self.peers, self.app = config, listener, peers, app
         self.pid = os.getpid()
         self.workers: dict[int, Worker] = {}  # by pid
-        self.quick_deaths = [0] * config.processes  # in a row, by process number
+        self.quick_deaths = [0] * config.processes  # in a row, by process number: the backoff
+        self.quick_exits = [0] * config.processes  # on its own, in a row: the crash-loop stop
         self.due: dict[int, float] = {}  # process number -> when it is started again
         self.stopping = False
         self.failed = False
@@ -264,7 +266,11 @@ class Supervisor:
             return
         quick = time.monotonic() - worker.started < QUICK_DEATH_S
         self.quick_deaths[process] = self.quick_deaths[process] + 1 if quick else 0
-        if self.quick_deaths[process] >= CRASH_LIMIT and not os.WIFSIGNALED(status):
+        # Only quick exits in a row count toward the stop: a kill between them (an operator's
+        # `kill`, the out-of-memory killer) starts the count again.
+        on_its_own = quick and not os.WIFSIGNALED(status)
+        self.quick_exits[process] = self.quick_exits[process] + 1 if on_its_own else 0
+        if self.quick_exits[process] >= CRASH_LIMIT:
             log.error("server process %d (pid %d) %s: %d times in a row within %g s of "
                       "starting; stopping the server", process, pid, how, CRASH_LIMIT,
                       QUICK_DEATH_S)

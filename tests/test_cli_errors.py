@@ -18,6 +18,7 @@ import pytest
 from aml_retriever.cli import main
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, parse_add
+from aml_retriever.storage import copies
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,6 +168,56 @@ def read_only_store(tmp_path: Path) -> Iterator[Path]:
         yield seen / "aml.db"
     finally:
         subprocess.run(["umount", "-l", str(seen)], check=False)
+
+
+@pytest.fixture
+def copied_live(tmp_path: Path) -> Iterator[Path]:
+    """A copy of a store taken while its server held it open (each user file's write-ahead log
+    holding commits, no shared-memory file), seen through a read-only mount (needs root)."""
+    source, seen = tmp_path / "rw", tmp_path / "ro"
+    seen.mkdir()
+    live = MemoryService.open(str(tmp_path / "live" / "aml.db"))
+    for user in ("u", "v"):
+        live.add(parse_add({"user_id": user, "request_id": "r1", "session_id": "s",
+                            "messages": [{"role": "user", "content": f"a note about orchids {user}"}] * 3},
+                           200))
+    shutil.copytree(tmp_path / "live", source, ignore=shutil.ignore_patterns("*-shm"))
+    live.close()
+    assert any(p.stat().st_size for p in source.rglob("*-wal"))  # the commits are in the logs
+    for command in (["mount", "--bind", str(source), str(seen)],
+                    ["mount", "-o", "remount,ro,bind", str(seen)]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", str(seen)], capture_output=True)
+            pytest.skip(f"cannot make a read-only mount here ({done.stderr.strip()}); needs root")
+    try:
+        yield seen / "aml.db"
+    finally:
+        subprocess.run(["umount", "-l", str(seen)], check=False)
+
+
+def test_a_copy_whose_logs_hold_its_commits_is_read_whole_on_a_read_only_mount(copied_live, capsys):
+    """Its files cannot be opened where they lie (the shared-memory file cannot be made): read
+    through a copy, every commit counted and exported (before: 0 users and 0 messages, exit 0;
+    export blamed a full disk)."""
+    assert main(["stats", "--db", str(copied_live)]) == 0
+    counted = json.loads(capsys.readouterr().out)
+    assert (counted["users"], counted["messages"], counted["unreadable_user_files"]) == (2, 6, 0)
+    assert main(["export", "--db", str(copied_live), "--user", "v"]) == 0
+    assert capsys.readouterr().out.count("a note about orchids v") == 3
+
+
+def test_a_user_file_that_cannot_be_read_is_never_counted_as_empty(copied_live, capsys, monkeypatch):
+    """Where not even a copy can be made (no room for it), `stats` says how many files it
+    could not read and exits 1; never 0 users for a store that holds some."""
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(copies.tempfile, "TemporaryDirectory", no_room)
+    assert main(["stats", "--db", str(copied_live)]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["unreadable_user_files"] == 2
+    assert "2 user file(s) could not be read" in err and "Traceback" not in err
 
 
 def test_read_only_commands_work_on_a_store_the_user_cannot_write(read_only_store, capsys):

@@ -19,6 +19,7 @@ from reliability_support import open_user, store_bytes
 
 from aml_retriever.agents.scopes import (
     DEFAULT_MAX_WORDS,
+    LOCAL_GITIGNORE,
     MAX_WORDS,
     MEMORY_USER,
     AmbiguousText,
@@ -69,6 +70,22 @@ def test_the_project_memory_stays_out_of_git(memory, tmp_path):
                             capture_output=True, text=True, check=True).stdout
     assert "notes.txt" in listed and ".aml" not in listed
     assert (project / ".aml" / "memory.db").is_file()
+
+
+def test_a_project_memory_an_earlier_release_made_gets_its_gitignore(tmp_path):
+    """A .aml/ made before the folder held its own .gitignore gets one when next opened (git
+    add -A committed the memory, its secret included)."""
+    earlier = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
+    earlier.remember("The project uses Poetry.")
+    earlier.close()
+    ignore = tmp_path / "project" / ".aml" / ".gitignore"
+    ignore.unlink()  # as the release before left it
+    again = ScopedMemory.at(tmp_path / "project", tmp_path / "account")
+    try:
+        assert again.recall("Poetry")  # opened
+    finally:
+        again.close()
+    assert ignore.read_text() == LOCAL_GITIGNORE
 
 
 def test_reading_a_memory_never_written_creates_no_file(memory, tmp_path):

@@ -398,3 +398,39 @@ def test_the_project_is_the_clients_root_when_it_offers_roots(tmp_path):
         if plain.proc.poll() is None:
             plain.proc.kill()
     assert (started_in / ".aml" / "memory.db").is_file()
+
+
+@pytest.mark.parametrize("bad", ["file://[x", "file:///" + "d/" * 3000, "file:///%ff%fe"])
+def test_a_root_that_cannot_be_read_is_skipped_and_the_server_serves_on(tmp_path, bad):
+    """A root whose URI does not parse, whose path is too long or not UTF-8, or a folder this
+    user cannot enter: skipped (before, the MCP server ended with a traceback or "Permission
+    denied", and the agent lost its memory tools); the next root that can be read is taken."""
+    started_in, root = tmp_path / "started", tmp_path / "the project"
+    root.mkdir()
+    server = McpProcess(started_in, tmp_path / "account", from_cwd=True)
+    try:
+        server.request("initialize", {"protocolVersion": PROTOCOL_VERSIONS[0],
+                                      "capabilities": {"roots": {"listChanged": True}},
+                                      "clientInfo": {"name": "test", "version": "1"}})
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        asked = server.read()
+        server.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [
+            {"uri": bad}, {"uri": root.as_uri()}]}})
+        assert not server.call("remember", content="The project uses Poetry.").get("isError")
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+    assert (root / ".aml" / "memory.db").is_file()  # the readable root was taken
+
+
+def test_a_root_folder_this_user_cannot_enter_names_no_project(tmp_path, monkeypatch):
+    """(Root may enter any folder, so the refusal is made here as the system makes it.)"""
+    from aml_retriever.agents import mcp_server
+
+    def refused(path: object) -> list[str]:
+        raise PermissionError(13, "Permission denied")
+
+    assert mcp_server._directory_of({"uri": tmp_path.as_uri()}) == tmp_path.resolve()  # control
+    monkeypatch.setattr(mcp_server.os, "listdir", refused)
+    assert mcp_server._directory_of({"uri": tmp_path.as_uri()}) is None

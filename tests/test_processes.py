@@ -410,6 +410,24 @@ def test_quick_exits_again_and_again_stop_the_server_and_quick_kills_do_not(tmp_
                 assert 7 < supervisor.due[0] - time.monotonic() <= 8
 
 
+def test_quick_kills_then_one_quick_exit_do_not_stop_the_server(tmp_path, monkeypatch):
+    """Only quick exits in a row count: four quick kills (the out-of-memory killer) and then one
+    quick exit (an operator's `kill PID` of a process that handles SIGTERM) are one exit."""
+    config = load({"db_path": str(tmp_path / "aml.db"), "processes": 1}, environ={})
+    with socket.socket() as listener:
+        supervisor = Supervisor(config, listener, Peers(1), app=lambda *a, **k: None)
+        monkeypatch.setattr(supervisor, "_start", lambda process, replacement: None)
+        monkeypatch.setattr(supervisor, "stop", lambda failed=False, s=supervisor: setattr(
+            s, "failed", failed))
+        statuses = [signal.SIGKILL] * (CRASH_LIMIT - 1) + [1 << 8]
+        for pid, status in enumerate(statuses):
+            supervisor._ended(pid, Worker(0, time.monotonic(), True), status)
+        assert supervisor.failed is False
+        for pid in range(CRASH_LIMIT - 1):  # control: as many quick exits more stop it
+            supervisor._ended(pid, Worker(0, time.monotonic(), True), 1 << 8)
+        assert supervisor.failed is True
+
+
 def test_a_server_process_that_cannot_start_stops_the_server_at_once(start):
     server = start("--host", "0.0.0.0")  # every process refuses: no API key on a public address
     assert server.proc.wait(30) == 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -467,16 +468,17 @@ class McpServer:
         return None
 
     def _take_roots(self, result: dict[str, Any]) -> None:
-        """The project is the client's first root that is a directory here (a file: URI)."""
+        """The project is the client's first root that is a directory here (a file: URI). A
+        root that cannot be read as one (a URI that does not parse, a path too long, a folder
+        this user cannot enter) is skipped: the agent keeps its memory tools whatever the
+        client sends."""
         roots = result.get("roots")
         for root in roots if isinstance(roots, list) else []:
-            uri = root.get("uri") if isinstance(root, dict) else None
-            if isinstance(uri, str) and uri.startswith("file://"):
-                path = Path(unquote(urlsplit(uri).path))
-                if path.is_dir():
-                    if self.memory.move_project(path.resolve()):
-                        log.info("the project is the client's root %s", path)
-                    return
+            path = _directory_of(root)
+            if path is not None:
+                if self.memory.move_project(path):
+                    log.info("the project is the client's root %s", path)
+                return
 
     @property
     def structured(self) -> bool:
@@ -623,6 +625,23 @@ def leading_id(prefix: bytes) -> str | int | None:
         depth += {"{": 1, "[": 1, "}": -1, "]": -1}.get(char, 0)
         at += 1
     return None
+
+
+def _directory_of(root: Any) -> Path | None:
+    """The directory a client's root names (a file: URI), resolved, or None when it names none
+    this process can use (a bad URI, a path too long, one it may not enter or read)."""
+    uri = root.get("uri") if isinstance(root, dict) else None
+    if not isinstance(uri, str) or not uri.startswith("file://"):
+        return None
+    try:
+        path = Path(unquote(urlsplit(uri).path, errors="strict"))
+        if not path.is_dir():
+            return None
+        path = path.resolve()
+        os.listdir(path)  # a folder this user cannot enter is no project of theirs
+        return path
+    except (ValueError, OSError):
+        return None
 
 
 def serve_stdio(memory: ScopedMemory, roots_from_client: bool = False) -> None:

@@ -497,15 +497,27 @@ class ScopedMemory:
             return None
         if scope == "global" and not path.parent.exists():
             path.parent.mkdir(mode=0o700, parents=True)  # the account's memory is private to it
-        if scope == "local" and not path.parent.exists():
-            path.parent.mkdir(parents=True)
-            # The project's memory is not its source: git leaves the folder out without an
-            # edit to the project's own .gitignore (the folder showed up untracked).
-            (path.parent / ".gitignore").write_text(LOCAL_GITIGNORE, encoding="utf-8")
+        if scope == "local":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _ignored_by_git(path.parent)
         service = self._services[scope] = MemoryService.open(
             str(path), retrieval=self.retrieval, synchronous=self.synchronous)
         service.store.hold_shared()  # so `purge` refuses to remove the files under this server
         return service
+
+
+def _ignored_by_git(folder: Path) -> None:
+    """The project's memory is not its source: its folder holds a .gitignore of its own, so git
+    leaves it out without an edit to the project's .gitignore (the folder showed up untracked,
+    and `git add -A` committed the memory, its secret included). Written whenever it is missing:
+    a folder an earlier release made has none. A folder that cannot be written is left as it is
+    (its memory opens or fails on its own account)."""
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        try:
+            ignore.write_text(LOCAL_GITIGNORE, encoding="utf-8")
+        except OSError:
+            pass
 
 
 def _bounded_history(versions: list[dict[str, Any]], events: list[dict[str, Any]], asked_id: str,

@@ -13,7 +13,7 @@ from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views, record_speakers
 from aml_retriever.memory.parts import Part
-from aml_retriever.storage import resources, speakers
+from aml_retriever.storage import copies, resources, speakers
 
 
 class Upkeep(Part):
@@ -66,13 +66,16 @@ class Upkeep(Part):
         """Counts only, never content."""
         totals = {"users": 0, "messages": 0, "sessions": 0, "requests": 0}
         size = self.store.path.stat().st_size
-        damaged = 0
+        damaged = unreadable = 0
         for path in self.store.shard_paths():
             try:
                 size += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
                 counts = _counts(path)
             except FileNotFoundError:
                 continue  # deleted meanwhile
+            except copies.Unreadable:
+                unreadable += 1  # never counted as empty: the answer says it could not read it
+                continue
             except sqlite3.OperationalError:
                 if resources.out_of_descriptors():
                     raise resources.overloaded() from None
@@ -85,14 +88,29 @@ class Upkeep(Part):
             totals["sessions"] += counts[1]
             totals["requests"] += counts[2]
         return {**totals, "store_bytes": size, "damaged_user_files": damaged,
+                "unreadable_user_files": unreadable,
                 "quarantined_user_files": len(self.store.quarantined())}
 
 
+COUNTS = ("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM sessions), "
+          "(SELECT count(*) FROM requests)")
+
+
 def _counts(path: Path) -> tuple[int, int, int]:
-    """A user file's message, session and request counts, read only."""
-    conn = sqlite3.connect(resources.read_only_uri(path), uri=True)
+    """A user file's message, session and request counts, read only; through a copy when it
+    cannot be opened where it lies (a read-only place whose shared-memory file cannot be made
+    while its write-ahead log holds commits: copies.py), copies.Unreadable when not even so."""
     try:
-        return conn.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM "
-                            "sessions), (SELECT count(*) FROM requests)").fetchone()
+        conn = sqlite3.connect(resources.read_only_uri(path), uri=True)
+        try:
+            return conn.execute(COUNTS).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if resources.primary(exc) != sqlite3.SQLITE_CANTOPEN or not path.exists():
+            raise
+    copy = copies.in_memory(path, copies.Unreadable)
+    try:
+        return copy.execute(COUNTS).fetchone()
     finally:
-        conn.close()
+        copy.close()

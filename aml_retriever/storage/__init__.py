@@ -3,7 +3,8 @@ catalog and the lock a server holds on it (`catalog`), the schema every file is 
 (`schema`) through numbered migrations (`migrations`), the user files and their quarantine
 (`user_files`), the connections every thread shares (`pool`), read and write transactions
 (`transactions`), the committed state a read sees (`generation`), planned checkpoints
-(`checkpoints`), what the disk can refuse (`resources`), the audit log (`audit`), copies of a
+(`checkpoints`), what the disk can refuse (`resources`), a user file read through a copy in
+memory where it cannot be opened where it lies (`copies`), the audit log (`audit`), copies of a
 live store (`backup`), which stored messages a read may see (`timeline`), the conversation links
 and segments written beside each message (`views`), and the names the conversation gives its
 speakers (`speakers`).

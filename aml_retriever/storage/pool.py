@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aml_retriever.common.errors import Overloaded, StorageFull
-from aml_retriever.storage import resources
+from aml_retriever.storage import copies, resources
 from aml_retriever.storage.schema import Schema
 
 # How long a writer waits for another writer of the same user before giving up.
@@ -179,25 +179,16 @@ class Connections:
 
     def _read_copy(self, conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         """A file that cannot be opened for want of space (at an earlier schema, its upgrade
-        writes; after a clean close, even its shared-memory file must be made), copied into
-        memory and upgraded there, for reads only (`check_writable` refuses writes: 507): a
-        user untouched since an upgrade of the program stays readable on a full disk. Its file
-        is upgraded by the first open once space is back. The copy costs the file's size in
-        memory for the one request; never pooled. Not when its write-ahead log holds commits
-        the file does not (507, as before)."""
+        writes; after a clean close, even its shared-memory file must be made), or, for the
+        commands that only read, in a place that cannot be written, copied into memory
+        (copies.py) and upgraded there, for reads only (`check_writable` refuses writes: 507):
+        a user untouched since an upgrade of the program stays readable on a full disk, a store
+        on a read-only mount readable by `stats` and `export`. Its file is upgraded by the first
+        open once space is back. The copy costs the file's size in memory for the one request;
+        never pooled."""
         conn.close()
-        wal = Path(f"{path}-wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            raise resources.storage_full()  # commits not in the file yet: a copy would miss them
-        copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        copy = copies.in_memory(path, copies.Unreadable if self.read_only else StorageFull)
         try:
-            # Read as it is on disk, whole (no write-ahead log holds anything): in WAL mode even
-            # a read-only open makes the shared-memory file, which a full disk refuses.
-            source = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
-            try:
-                source.backup(copy)
-            finally:
-                source.close()
             copy.execute(f"PRAGMA soft_heap_limit = {SQLITE_HEAP_LIMIT}")
             copy.execute("PRAGMA temp_store = MEMORY")
             self._schema.bring_user_file(copy, path, create=False)
