@@ -56,7 +56,7 @@ class Reads(Part):
                 data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
-                if self.service.answer_window_tokens and any(c.isalnum() for c in request.query):
+                if self.service.answer_window_tokens:
                     data, words = self._fill(conn, request, retrieval, results, data, max_words,
                                              view, shown)
         self.service.held.settle()
@@ -94,9 +94,13 @@ class Reads(Part):
         if view is not None:
             costs = window.Costs(lambda line: view.line_pieces(line.role, line.marks, line.told),
                                  reader_view.DAY_TIME_PIECES + 1)
+        # A query without any word (only marks or emoji) fills no context: nothing says what
+        # of the memory it asks for. Its ranked front is still held to the window (it was not,
+        # and an answer of emoji messages read 39,252 tokens of a 1,500-token window).
+        worded = any(c.isalnum() for c in request.query)
         blocks = window.context(outline, [r.candidate.members for r in results], returned,
                                 budget, request.top_k - len(front),
-                                retrieval.named.role_set or window.USERS, costs)
+                                retrieval.named.role_set or window.USERS, costs) if worded else []
         rows = retrieval.rows
         load_rows(conn, rows, [m for block in blocks for m in block.ids], retrieval.held)
         stored = {m: (m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
