@@ -330,3 +330,34 @@ def test_the_fill_reads_what_it_walks_not_the_memory(tmp_path, monkeypatch):
         assert reads[0].rows_read < reads[1].rows_read  # a larger window reads more
     finally:
         svc.close()
+
+
+def test_a_long_memory_without_the_users_turns_still_answers_a_question_matching_nothing(
+        tmp_path, monkeypatch):
+    """One session of assistant turns longer than the fill may read (READ_LIMIT): the walk for
+    the users' turns gives up after SCAN_MISSES others in a row, and the last step reads the
+    memory oldest first, along what was read before (before: the first walk read all it might,
+    found none, and the answer was empty; one session of 100,000: 0 items in 360 ms, now one
+    item of the window's size in 130-160 ms)."""
+    monkeypatch.setattr(window, "WHOLE", 100)  # read a page at a time, as a large memory is
+    monkeypatch.setattr(window, "READ_LIMIT", 600)
+    svc = MemoryService.open(str(tmp_path / "aml.db"), synchronous="OFF")
+    try:
+        for start in range(0, 1_000, 200):
+            svc.add(parse_add({"user_id": "u", "request_id": f"r{start}", "session_id": "s", "messages": [
+                {"role": "assistant", "content": f"Reply {i} about {TOPICS[i % 6]}.",
+                 "timestamp": 1_700_000_000_000 + i * 1000} for i in range(start, start + 200)]}, 200))
+        outlines = []
+        made = window.Outline.__init__
+
+        def kept(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            outlines.append(self)
+        monkeypatch.setattr(window.Outline, "__init__", kept)
+        for misses in (10 ** 9, 200):  # never given up: every outline it may read is read
+            monkeypatch.setattr(window, "SCAN_MISSES", misses)
+            data = search(svc, "xylophone zebra", 100, 2_000)["data"]
+            assert data and members(data[0])[0] == 1  # the memory, oldest first
+        assert outlines[0].rows_read >= 600 > outlines[1].rows_read  # (a page may pass it)
+    finally:
+        svc.close()

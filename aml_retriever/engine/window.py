@@ -87,6 +87,10 @@ READ_LIMIT = 50_000
 # sets (at most 1,400 visible messages), where the pages cost more than the rows.
 PAGE = 16
 WHOLE = 4_096
+# Turns of other roles read in a row before the fill stops looking for the users' turns across
+# the memory (the "all users" step): twice what a memory read whole holds, so every development
+# user is read through.
+SCAN_MISSES = 2 * WHOLE
 # A step of the order: (kind, how many of the best hits it starts from, how far around each).
 Phase = tuple[str, int, int]
 ORDER: tuple[Phase, ...] = (("near", 20, 0), ("users", 100, 0), ("all users", 0, 0),
@@ -126,14 +130,16 @@ class Outline:
     reaches what is not read yet, at most READ_LIMIT in all."""
 
     def __init__(self, conn: sqlite3.Connection, read: ReadFilter, session_id: str | None,
-                 limit: int = READ_LIMIT) -> None:
-        self.conn, self.session_id, self.limit = conn, session_id, limit
+                 limit: int | None = None) -> None:
+        self.conn, self.session_id = conn, session_id
+        self.limit = READ_LIMIT if limit is None else limit
         self.where, self.params = read.clause()
         self.lines: dict[int, Line] = {}
         self.links: dict[tuple[int, int], int | None] = {}  # (message, -1 or 1) -> neighbour
         self.firsts: dict[str, int | None] | None = None  # every session's first, once all is read
         self.places: dict[int, int] = {}  # conversation order, once all is read (a sort key)
         self._sessions_in_order: list[str] = []  # every session, oldest first, once all is read
+        self._starts: dict[str, int | None] = {}  # each session's first message, once read
         self.rows_read = 0
         if self._messages_at_most(WHOLE):
             self._read_whole()
@@ -224,11 +230,16 @@ class Outline:
             self.links[(x, 1)], self.links[(y, -1)] = y, x
 
     def first(self, session_id: str) -> int | None:
-        """The first visible message of a session."""
+        """The first visible message of a session (known once read, past READ_LIMIT too: a
+        later walk of the session goes along the links read before)."""
         if self.firsts is not None:
             return self.firsts.get(session_id)
-        read = self._page(session_id, None, True, None)
-        return read[0] if read else None
+        if session_id not in self._starts:
+            read = self._page(session_id, None, True, None)
+            if not read and self.rows_read >= self.limit:
+                return None  # not read, and no more may be: not known to be empty
+            self._starts[session_id] = read[0] if read else None
+        return self._starts[session_id]
 
     def sessions(self) -> Iterator[str]:
         """The user's sessions (one, for a Search of one session), oldest first, by index."""
@@ -440,11 +451,29 @@ def _candidates(outline: Outline, placed: Sequence[Sequence[int]],
                      if outline.lines[m].role in users)
         elif kind == "sessions":
             found = _sessions(outline, placed[:best])
-        else:  # every session, oldest first: "all users" their turns, "time" all
+        elif kind == "all users":  # every session, oldest first, the users' turns
+            found = _roles(outline, users)
+        else:  # "time": every message, every session oldest first
             found = (m for session in outline.sessions()
-                     for m in _walk(outline, outline.first(session), 1)
-                     if kind == "time" or outline.lines[m].role in users)
+                     for m in _walk(outline, outline.first(session), 1))
         yield from ((m, reason) for m in found)
+
+
+def _roles(outline: Outline, users: frozenset[str]) -> Iterator[int]:
+    """The users' turns of every session, oldest first; given up after SCAN_MISSES messages
+    in a row of other roles, so that a memory without them leaves the reading to the last
+    step: one session of 100,000 assistant turns read 50,000 outlines here (360 ms), found
+    none, and left the last step no outline to read: it answered nothing."""
+    misses = 0
+    for session in outline.sessions():
+        for m in _walk(outline, outline.first(session), 1):
+            if outline.lines[m].role in users:
+                misses = 0
+                yield m
+            else:
+                misses += 1
+                if misses >= SCAN_MISSES:
+                    return
 
 
 def _place(outline: Outline) -> Callable[[int], Any]:
