@@ -4,13 +4,16 @@ reports through exit codes."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Client
-from reliability_support import open_user, store_bytes
+from reliability_support import open_user, store_bytes, user_file
 
 from aml_retriever.cli import main
 from aml_retriever.memory.service import MemoryService
@@ -43,9 +46,7 @@ def test_delete_user_removes_every_trace_of_that_user_only(app, client, how):
     assert deleted["views"] >= 3  # segments of at most 24 messages
     assert client.contents("victim", MARKER) == []
     assert client.contents("victim", CJK_MARKER) == []
-    conn = open_user(app.store.path, "victim")
-    for table in ("messages", "requests", "sessions", "views", "speakers", "message_index"):
-        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+    assert not user_file(app.store.path, "victim").exists()  # no process held it: unlinked
     on_disk = store_bytes(app.store.path)
     assert MARKER.encode() not in on_disk
     assert CJK_MARKER.encode() not in on_disk
@@ -250,3 +251,68 @@ def test_deletions_racing_the_planned_checkpoint_answer_only_once_their_text_is_
     for racer in racers:
         racer.join(120)
     assert found == []
+
+
+def every_name_and_byte(db: Path) -> bytes:
+    """Every file of the store, its name and its bytes."""
+    found = []
+    for path in [db, *sorted(Path(f"{db}.users").rglob("*"))]:
+        found.append(str(path).encode())
+        if path.is_file():
+            found.append(path.read_bytes())
+    return b"\n".join(found)
+
+
+def test_a_deleted_user_leaves_nothing_on_disk_that_says_it_existed(app, client):
+    """Not its id, not the hash its file was named by, not its text; and its ids restart (the
+    README's quick start run twice finds m1 again)."""
+    user = "alice@example.com"
+    fill(client, user, MARKER)
+    fill(client, "bystander", "keepmarker42", "留下的")
+    name = user_file(app.store.path, user).stem.encode()
+    before = every_name_and_byte(app.store.path)
+    assert user.encode() in before and name in before and MARKER.encode() in before  # control
+    assert client.request("DELETE", f"/users/{user}").status == 200
+    after = every_name_and_byte(app.store.path)
+    for trace in (user.encode(), name, MARKER.encode(), CJK_MARKER.encode()):
+        assert trace not in after
+    assert b"keepmarker42" in after  # the other user is untouched
+    again = client.add(user, "r-again", ["a new first note"])
+    assert again.status == 200
+    assert client.search(user, "first note").body["data"][0]["id"] == "m1"
+
+
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("SELECT count(*) FROM messages").fetchone()  # the file open, its WAL index held
+print("open", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_file_another_process_holds_is_emptied_then_unlinked_once_it_is_not(app, client):
+    """While another process has the user's file open it is not unlinked (a connection still
+    open would, when closed, remove the WAL of a file made again at that name): it is emptied,
+    its counters and its creation time gone; the next deletion, once nothing holds it, unlinks
+    it."""
+    fill(client, "victim", MARKER)
+    path = user_file(app.store.path, "victim")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        reader = open_user(app.store.path, "victim")
+        created = reader.execute("SELECT value FROM meta WHERE key = 'created_ms'").fetchone()[0]
+        reader.close()
+        assert client.request("DELETE", "/users/victim").status == 200
+        assert path.exists()  # held: emptied, not unlinked
+        conn = open_user(app.store.path, "victim")
+        assert conn.execute("SELECT count(*) FROM sqlite_sequence").fetchone()[0] == 0
+        assert conn.execute("SELECT value FROM meta WHERE key = 'created_ms'").fetchone()[0] != created
+        assert MARKER.encode() not in store_bytes(app.store.path)
+        conn.close()
+    finally:
+        holder.communicate("\n", timeout=10)
+    assert client.request("DELETE", "/users/victim").status == 200
+    assert not path.exists()

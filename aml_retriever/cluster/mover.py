@@ -25,7 +25,6 @@ and a later move removes it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import sqlite3
@@ -49,6 +48,7 @@ from aml_retriever.cluster.sharding import (
 from aml_retriever.common.errors import ClusterError
 from aml_retriever.memory.removal import erase_user_rows, holds_nothing
 from aml_retriever.storage.store import Store
+from aml_retriever.storage.user_files import remove_unused
 
 # Buckets held at once: about 1.5% of the users wait (503, retry after a second) while their
 # files are copied, and each batch waits for the requests in flight only once.
@@ -63,9 +63,6 @@ COPY_ATTEMPTS = 3
 # Times the servers are asked to close their idle files before an emptied file still open is
 # left for a later move (a server busy with requests may take longer than one tick to do it).
 RELEASE_ATTEMPTS = 3
-# The byte of a WAL file's shared-memory file on which every process that has the database open
-# holds a read lock (SQLite's os_unix.c: UNIX_SHM_DMS, (22 + 8) * 4 + 8).
-SHM_DMS_BYTE = 128
 PARTIAL_SUFFIX = ".moving"
 
 Progress = Callable[[str, Mapping[str, object]], None]
@@ -413,36 +410,13 @@ def _remove_leftovers(cluster: Cluster, removable: Sequence[tuple[str, Path]], r
         time.sleep(cluster.settle_s)
         still_open = []
         for shard, path in left:
-            if _remove_unused(path):
+            if remove_unused(path):
                 report.files_removed += 1
             else:
                 still_open.append((shard, path))
         left = still_open
     report.left_open = [f"{shard}:{path.stem}" for shard, path in left]
     tell("removed", {"files": report.files_removed, "left_open": len(report.left_open)})
-
-
-def _remove_unused(path: Path) -> bool:
-    """Unlink a user file and its WAL and shared-memory files if no process has it open: every
-    process with a WAL database open holds a read lock on a byte of its shared-memory file, and
-    while the mover holds that byte exclusively no process can open it. False if one has."""
-    shm = Path(f"{path}-shm")
-    try:
-        fd = os.open(shm, os.O_RDWR)
-    except FileNotFoundError:
-        fd = None
-    try:
-        if fd is not None:
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
-            except OSError:
-                return False
-        _unlink_parts(path)
-        fsync_path(path.parent)
-        return True
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 def _unlink_parts(path: Path) -> None:

@@ -39,6 +39,8 @@ class Removal(Part):
         answer: dict[str, Any] = {"success": True, "user_id": user_id, "deleted": removed}
         try:
             existed = self._delete_rows(user_id, removed)
+            if existed:  # its emptied file too, where no process holds it (user_files.py)
+                self.store.remove_emptied(user_id)
         except (StorageFull, UserStoreDamaged):
             # What the file held cannot be counted (so no counts are given); its files are gone
             # all the same, for every process of the store (pool.Connections.current).
@@ -177,6 +179,10 @@ def erase_user_rows(conn: sqlite3.Connection) -> dict[str, int]:
     conn.execute("DELETE FROM meta WHERE key = 'user_id'")  # the file names its user (listing.py)
     empty_indexes(conn)
     audit.erase(conn)
+    # Nothing left says how much the user wrote or since when: the counters of ids restart (the
+    # first message stored again is m1), the file reads as made now.
+    conn.execute("DELETE FROM sqlite_sequence")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'created_ms'", (str(int(time.time() * 1000)),))
     return removed
 
 

@@ -81,6 +81,11 @@ class Connections:
         for conn in self._idle.take_file(path):
             self._close(conn)
 
+    def holds(self, path: Path) -> bool:
+        """Whether a connection of this process to the file at `path` is open (leased)."""
+        with self._opened_lock:
+            return any(self._files.get(id(conn), (None,))[0] == path for conn in self._opened)
+
     def check_writable(self, conn: sqlite3.Connection) -> None:
         """Refuse a write that cannot be kept: one to a copy in memory (`_read_copy`: the disk
         is full), or to a file another process removed meanwhile (`current`)."""

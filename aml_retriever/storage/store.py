@@ -114,6 +114,9 @@ class Store:
     def remove_user_files(self, user_id: str) -> int:
         return self._files.remove(user_id)
 
+    def remove_emptied(self, user_id: str) -> bool:
+        return self._files.remove_emptied(user_id)
+
     # ---- connections (connections.py) ----------------------------------------------------
 
     def connection_at(self, path: Path, create: bool = False

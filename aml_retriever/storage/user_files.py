@@ -8,6 +8,7 @@ in use is moved to the quarantine directory there, and never read as that user's
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -116,6 +117,17 @@ class UserFiles:
                 continue
         return removed
 
+    def remove_emptied(self, user_id: str) -> bool:
+        """Unlink a deleted user's emptied file when no connection of any process holds it
+        (`remove_unused`): this process's idle ones are closed first; one leased (a request of
+        that user in flight) leaves it, emptied, for a later deletion or `purge`. Whether it
+        is gone."""
+        path = self.shard_path(user_id)
+        self._connections.drop(path)
+        if self._connections.holds(path):
+            return False
+        return remove_unused(path)
+
     def remove_all(self) -> int:
         """Remove every user file (no connection may still be open). Returns the files removed."""
         removed = len(self.shard_paths())
@@ -127,3 +139,44 @@ class UserFiles:
 def _parts(path: Path) -> list[Path]:
     """A SQLite file and the files beside it that belong to it."""
     return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+
+
+# The byte of a WAL file's shared-memory file on which every process that has the database open
+# holds a read lock (SQLite's os_unix.c: UNIX_SHM_DMS, (22 + 8) * 4 + 8).
+SHM_DMS_BYTE = 128
+
+
+def remove_unused(path: Path) -> bool:
+    """Unlink a user file and its WAL and shared-memory files if no process has it open: every
+    process with a WAL database open holds a read lock on a byte of its shared-memory file, and
+    while this holds that byte exclusively no process can open it. False if one has. (A file
+    unlinked under a connection still open would, when that connection closed, remove the WAL of
+    a file made again under the same name.) The caller's own process must hold no connection
+    to it: a process's own locks never stop it."""
+    shm = Path(f"{path}-shm")
+    try:
+        fd = os.open(shm, os.O_RDWR)
+    except FileNotFoundError:
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
+            except OSError:
+                return False
+        for part in [*_parts(path), Path(f"{path}-journal")]:
+            part.unlink(missing_ok=True)
+        _fsync_dir(path.parent)
+        return True
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make an unlink in a directory durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
