@@ -159,3 +159,89 @@ def test_clients_that_never_read_their_answers_hold_no_worker(make_app):
         for sock in slow:
             sock.close()
         c.close()
+
+
+def read_answer(sock: socket.socket, chunk: int, pause: float) -> bytes:
+    """Read one whole HTTP answer, `chunk` bytes at a time with `pause` between: a client that
+    reads slowly but steadily."""
+    sock.settimeout(30)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(chunk)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+    while len(rest) < length:
+        time.sleep(pause)
+        got = sock.recv(chunk)
+        assert got, "closed while reading"
+        rest += got
+    return head + b"\r\n\r\n" + rest
+
+
+def test_answers_waiting_for_slow_readers_are_bounded_as_the_memory_they_hold(make_app, monkeypatch):
+    """Four clients read ~10 MB answers slowly but steadily, past a bound of 12 MB of answers
+    waiting: none is closed (the rule closed the one with most left, a client that was reading),
+    every answer arrives whole, and what the answers hold, counted whole (a slice kept its whole
+    answer alive), stays within the bound: past it a worker sends its answer itself."""
+    from aml_retriever.http import connections
+
+    monkeypatch.setattr(connections, "MAX_PENDING_BYTES", 12_000_000)
+    app = make_app(socket_timeout=5.0, max_body_bytes=16 * 1024 * 1024)
+    c = Client(app.port)
+    assert c.add("big", "r1", [f"orchid {i} " + "petal " * 16_000 for i in range(100)]).status == 200
+    body = json.dumps({"user_id": "big", "query": "orchid petal", "top_k": 100}).encode()
+    readers = [never_reading(app.port, body) for _ in range(4)]
+    held: list[int] = []
+    answers: list[bytes] = []
+
+    def watch() -> None:
+        while len(answers) < len(readers):
+            held.append(app.server.loop.pending_bytes)
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    def read(sock: socket.socket) -> None:
+        answers.append(read_answer(sock, 256 * 1024, 0.0))  # a 4 kB window at a time
+
+    try:
+        time.sleep(0.5)  # every answer made, the first ones waiting in the loop
+        threads = [threading.Thread(target=read, args=(sock,)) for sock in readers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        answers.extend([b""] * (len(readers) - len(answers)))  # the watcher stops
+        watcher.join(10)
+        for sock in readers:
+            sock.close()
+    assert all(a.startswith(b"HTTP/1.1 200") for a in answers) and len(answers) == 4  # none cut
+    assert all(len(json.loads(a.partition(b"\r\n\r\n")[2])["data"]) == 100 for a in answers)
+    assert 5_000_000 < max(held) <= 12_000_000  # bounded; control: answers waited
+    assert app.server.loop.pending_bytes == 0
+
+
+def test_the_part_of_an_answer_sent_is_let_go(make_app):
+    """A client that read most of its ~10 MB answer and stopped holds only the rest in memory
+    (before, the whole answer: a slice kept it alive)."""
+    app = make_app(socket_timeout=5.0, max_body_bytes=16 * 1024 * 1024)
+    c = Client(app.port)
+    assert c.add("big", "r1", [f"orchid {i} " + "petal " * 16_000 for i in range(100)]).status == 200
+    body = json.dumps({"user_id": "big", "query": "orchid petal", "top_k": 100}).encode()
+    sock = never_reading(app.port, body)
+    try:
+        time.sleep(0.5)
+        sock.settimeout(5)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        length = int(re.search(rb"Content-Length: (\d+)", data).group(1))
+        assert app.server.loop.pending_bytes == len(data.partition(b"\r\n\r\n")[0]) + 4 + length
+        read = len(data)
+        while read < length * 0.7:
+            read += len(sock.recv(256 * 1024))
+        time.sleep(0.3)  # the loop sent what the socket took meanwhile, then stalls
+        assert 0 < app.server.loop.pending_bytes < length * 0.5
+    finally:
+        sock.close()

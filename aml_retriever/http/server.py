@@ -330,6 +330,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         errors_log.error("unexpected %s at %s", type(exc).__name__, where)
 
 
+class _Turn:
+    """A worker's turn at the service, ended once (when its answer is made, or it fails)."""
+
+    def __init__(self, turns: TurnQueue, ticket: Ticket) -> None:
+        self.turns, self.ticket, self.ended = turns, ticket, False
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.turns.done(self.ticket)
+
+
 class AmlHTTPServer(http.server.HTTPServer):
     """An HTTP server whose connections are read in one selector loop (connections.py) and
     whose complete requests wait in a bounded queue, by user, for a pool of workers."""
@@ -421,17 +433,21 @@ class AmlHTTPServer(http.server.HTTPServer):
 
     def _work(self) -> None:
         while (ticket := self.turns.take()) is not None:
+            turn = _Turn(self.turns, ticket)
             try:
-                self._answer(*ticket.job)
+                self._answer(*ticket.job, turn)
             finally:
-                self.turns.done(ticket)
+                turn.end()
 
-    def _answer(self, conn: Connection, request: bytes, arrived: float) -> None:
-        """One request, answered by this worker; the connection given back to the loop."""
+    def _answer(self, conn: Connection, request: bytes, arrived: float, turn: _Turn) -> None:
+        """One request, answered by this worker; the connection given back to the loop. The
+        turn ends once the answer is made: sending it is not the service's work (a client
+        reading a large answer slowly holds no turn)."""
         keep = linger = False
         sent = True
         try:
             handler = Handler(conn.sock, conn.address, self, request, arrived)
+            turn.end()
             keep = not handler.close_connection and not self.stopping
             linger = getattr(handler, "linger", False)
             sent = self.loop.send(conn, handler.answer, keep and not linger)
