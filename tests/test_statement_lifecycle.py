@@ -216,12 +216,15 @@ def test_deleting_a_user_replaces_the_key_of_its_hashes(tmp_path):
         service.add(AddRequest("r1", "u", "s", (Message("user", "hello there", 1),)))
         conn = open_user(service.store.path, "u")
         key = conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
-        service.delete_user("u", actor="cli")
-        assert conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone() != key
-        assert conn.execute("SELECT count(*) FROM audit").fetchone() == (0,)
+        conn.close()
+        service.delete_user("u", actor="cli")  # its file unlinked: no process holds it
         service.add(AddRequest("r2", "u", "s", (Message("user", "back again", 2),)))
-        with pytest.raises(sqlite3.IntegrityError):  # the guard is back after the deletion
+        conn = open_user(service.store.path, "u")
+        assert conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone() != key
+        assert conn.execute("SELECT count(*) FROM audit").fetchone() == (1,)  # the new Add's
+        with pytest.raises(sqlite3.IntegrityError):  # the guard is there after the deletion
             conn.execute("DELETE FROM audit")
+        conn.close()
     finally:
         service.close()
 

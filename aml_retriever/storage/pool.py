@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aml_retriever.common.errors import Overloaded, StorageFull
 from aml_retriever.storage import copies, resources
+from aml_retriever.storage.gate import Gate
 from aml_retriever.storage.schema import Schema
 
 # How long a writer waits for another writer of the same user before giving up.
@@ -36,10 +37,11 @@ SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
 class Connections:
     """Every open connection to a store's user files: leased to one thread, or idle in the pool."""
 
-    def __init__(self, schema: Schema, synchronous: str, idle_connections: int,
+    def __init__(self, schema: Schema, synchronous: str, idle_connections: int, gate: Gate,
                  read_only: bool = False) -> None:
         self.synchronous = synchronous
         self.read_only = read_only  # every file opened read only, nothing ever written
+        self.gate = gate  # an opening and a removal of one file never overlap (gate.py)
         self._schema = schema
         self._idle = _Pool(idle_connections)
         self._opened: list[sqlite3.Connection] = []
@@ -69,7 +71,8 @@ class Connections:
             if not create and not path.exists():
                 yield None
                 return
-            conn = self._open(path, create)
+            with self.gate.opening(path):
+                conn = self._open(path, create)
         try:
             yield conn
         finally:
@@ -176,7 +179,11 @@ class Connections:
         except BaseException:
             conn.close()
             raise
-        found = os.stat(path)
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:  # removed as it was opened (a deletion unlinking it)
+            conn.close()
+            return self._open(path, create) if create else None
         with self._opened_lock:
             self._opened.append(conn)
             self._files[id(conn)] = (path, found.st_dev, found.st_ino)

@@ -26,6 +26,7 @@ from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.storage import generation, transactions
 from aml_retriever.storage.catalog import Catalog, ServerLock
 from aml_retriever.storage.checkpoints import Checkpoints
+from aml_retriever.storage.gate import gate_for
 from aml_retriever.storage.generation import Stamp
 from aml_retriever.storage.pool import (
     IDLE_CONNECTIONS,
@@ -47,7 +48,7 @@ class Store:
         self.index_identity = self._catalog.index_identity
         self._lock = ServerLock(self.path)
         self._connections = Connections(self._catalog.schema, synchronous, idle_connections,
-                                        read_only)
+                                        gate_for(self.shard_dir), read_only)
         self._files = UserFiles(self.shard_dir, self._connections)
         self._checkpoints = Checkpoints(self._connections)
         # `read_only`: for the commands that only read (stats, export), which must work on a

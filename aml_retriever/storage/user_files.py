@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aml_retriever.common.errors import StoreError, UserStoreDamaged
 from aml_retriever.storage import resources
+from aml_retriever.storage.gate import GATE_FILE
 from aml_retriever.storage.pool import Connections
 from aml_retriever.storage.schema import ForeignFile, NewerFile
 
@@ -107,14 +108,15 @@ class UserFiles:
         """Unlink a user's file, its WAL and shared-memory files and any quarantined copy: the
         deletion that needs no free space and no readable file. Returns the files removed."""
         path = self.shard_path(user_id)
-        self._connections.drop(path)
         removed = 0
-        for part in [*_parts(path), *_parts(self.quarantine_dir / path.name)]:
-            try:
-                part.unlink()
-                removed += 1
-            except FileNotFoundError:
-                continue
+        with self._connections.gate.removing(path):
+            self._connections.drop(path)
+            for part in [*_parts(path), *_parts(self.quarantine_dir / path.name)]:
+                try:
+                    part.unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    continue
         return removed
 
     def remove_emptied(self, user_id: str) -> bool:
@@ -123,16 +125,20 @@ class UserFiles:
         that user in flight) leaves it, emptied, for a later deletion or `purge`. Whether it
         is gone."""
         path = self.shard_path(user_id)
-        self._connections.drop(path)
-        if self._connections.holds(path):
-            return False
-        return remove_unused(path)
+        with self._connections.gate.removing(path):
+            self._connections.drop(path)
+            if self._connections.holds(path):
+                return False
+            return remove_unused(path)
 
     def remove_all(self) -> int:
         """Remove every user file (no connection may still be open). Returns the files removed."""
         removed = len(self.shard_paths())
-        shutil.rmtree(self.shard_dir, ignore_errors=False)
-        self.shard_dir.mkdir()
+        for entry in self.shard_dir.iterdir():
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            elif entry.name != GATE_FILE:  # kept: every process of the store has it open
+                entry.unlink()
         return removed
 
 
