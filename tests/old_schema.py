@@ -23,6 +23,7 @@ LAST_WITH_WINDOW_ROWS = 3
 # What each shard migration from 5 on added, undone: a current user file taken back to the
 # schema before it, its rows kept (`take_back`). A new migration adds its line here.
 _UNDO = {
+    13: "SELECT 1;",  # dropped notes and speakers' evidence only
     12: """DROP INDEX messages_by_session; ALTER TABLE messages DROP COLUMN said;
            CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id, role,
                                                          tokens, marks, told, retired_ms, trust);""",

@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aml_retriever.analysis.dates import _PATTERNS, _at_word_starts, covers, extract_dates
+from aml_retriever.engine.query import plan
 
 THURSDAY_25_MAY_2023 = int(dt.datetime(2023, 5, 25, 14, 0, tzinfo=dt.UTC).timestamp() * 1000)
 
@@ -95,3 +96,45 @@ def test_a_date_past_the_calendar_is_no_date(text: str) -> None:
     for moment in (last, first):
         assert all(len(d) in (4, 7, 10) for d in extract_dates(text, moment))
     assert extract_dates("see you tomorrow", THURSDAY_25_MAY_2023) == ["2023-05-26"]  # control
+
+
+MONDAY_13_MARCH_2023 = int(dt.datetime(2023, 3, 13, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("text,expected", [
+    # Keys that rank stay as they were where only the note changed (ranking unchanged).
+    ("last week", ["2023-03-06"]), ("last weekend", ["2023-03-06"]), ("a few days ago", ["2023-03-10"]),
+    ("two weeks ago", ["2023-02-27"]), ("a year ago", ["2022"]), ("the past week", ["2023-03-06"]),
+    # Keys fixed with the note: a weekday by its tense, a day without its year by its nearness.
+    ("I hosted a class on Friday.", ["2023-03-10"]), ("I'll host a class on Friday.", ["2023-03-17"]),
+    # New keys: lengths of time up to now, seasons, days of the month, the other day.
+    ("I've had it for 3 years now.", ["2020"]), ("I've known her for six months.", ["2022-09"]),
+    ("last summer", ["2022"]), ("I met them on the 9th.", ["2023-03-09"]),
+    ("the day before yesterday", ["2023-03-11"]), ("the other day", ["2023-03-13"]),
+    # No longer dates: a length of time, a title, a verb.
+    ("I read 52 books in a year.", []), ("We walked 20 km in two days.", []),
+    ("Android 14 may ship soon.", []), ("the last week of April", []),
+])
+def test_the_keys_of_relative_dates(text: str, expected: list[str]) -> None:
+    assert extract_dates(text, MONDAY_13_MARCH_2023) == expected
+
+
+@pytest.mark.parametrize("text,said,expected", [
+    ("On December 28 I went to the opera.", (2024, 1, 2), ["2023-12-28"]),
+    ("On January 5 I fly out.", (2023, 12, 31), ["2024-01-05"]),
+    ("The show is on 20 May.", (2023, 5, 8), ["2023-05-20"]),
+])
+def test_a_day_without_its_year_is_the_nearest_one(text: str, said: tuple[int, int, int],
+                                                   expected: list[str]) -> None:
+    moment = int(dt.datetime(*said, 12, tzinfo=dt.UTC).timestamp() * 1000)
+    assert extract_dates(text, moment) == expected
+
+
+@pytest.mark.parametrize("question", ["What did I do last summer?", "What did I do on the 15th?",
+                                      "What have I done for 3 years now?", "Who did I see the other day?",
+                                      "What happened the day before yesterday?"])
+def test_a_question_s_new_relative_dates_name_no_period(question: str) -> None:
+    """The kinds added are relative to the asking (dates.RELATIVE_KINDS): a question's plan
+    names no period from them, as from "last week"."""
+    assert plan(question, now_ms=MONDAY_13_MARCH_2023).dates == ()
+    assert plan("What did I do on 9 March?", now_ms=MONDAY_13_MARCH_2023).dates == ("2023-03-09",)

@@ -73,7 +73,8 @@ WINDOW_QUERY = "When do we ship the launch?"
 START_MS = 1_785_000_000_000
 # A conversation that names both sides ("Hey Mel!", "Hey Caroline!"): the assistant is Mel and
 # Melanie (2 mentions each: m1 and m9, m3 and m7), the user Caroline (m2, m4, m6); Jon, once, is
-# attached to no one; m5 names its own speaker in its text.
+# attached to no one; m5 names its own speaker in its text. Sent as two sessions (`add_named`):
+# a name is attached to a role given it in two sessions at least.
 NAMED = [
     ("user", "Hey Mel! Good to see you!"),
     ("assistant", "Hey Caroline! Good to see you too."),
@@ -86,6 +87,16 @@ NAMED = [
     ("user", "Hi Mel, one more thing about the easel."),
 ]
 SPEAKERS_LINE = "Speakers: assistant: Mel, Melanie (4 mentions) · user: Caroline (3 mentions)"
+
+
+def add_named(c: Client, user: str) -> None:
+    """NAMED stored for `user`, its first five turns in session "talk", the rest in "talk-2"."""
+    for number, (session, turns) in enumerate((("talk", NAMED[:5]), ("talk-2", NAMED[5:]))):
+        response = c.post("/add", {"request_id": f"n{number}", "user_id": user, "session_id": session,
+                                   "messages": [{"role": role, "content": content,
+                                                 "timestamp": START_MS + (number * 5 + i) * 60_000}
+                                                for i, (role, content) in enumerate(turns)]})
+        assert response.status == 200, response.body
 
 
 def add_conversation(c: Client, user: str, request_id: str,
@@ -121,7 +132,7 @@ def server(tmp_path_factory):
     assert c.add("frank", "f1", [FRANK_OLD], session="f1", start_ms=start).status == 200
     assert c.add("frank", "f2", [FRANK_NEW], session="f2", start_ms=start + 3_600_000).status == 200
     add_conversation(c, "gina", "g1")
-    add_conversation(c, "nora", "n1", NAMED)
+    add_named(c, "nora")
     dave = Statements(app.service, "dave", "mcp")
     for text in ("Dave prefers tea in the morning.", "Dave moved to Lisbon."):
         dave.remember("s1", text, "fact", origin="agent")
@@ -873,7 +884,7 @@ def test_through_the_cluster_router_users_are_opened_by_id(page, cluster):
         assert page.find_element(By.ID, "router-note").is_displayed()  # back to opening by id
         assert c.request("GET", "/users/hana/messages").body["messages"] == []
         assert c.contents("ivan", "note") == ["Ivan's note."]  # another user untouched
-        add_conversation(c, "nora", "n1", NAMED)  # the speakers, on whichever shard holds nora
+        add_named(c, "nora")  # the speakers, on whichever shard holds nora
         page.find_element(By.ID, "open-id").send_keys("nora", Keys.ENTER)
         user_opened(page, "nora")
         check_speakers(page, c, "nora")

@@ -91,6 +91,9 @@ def test_real_responses_of_the_read_endpoints_match_the_document(make_app):
         {"role": role, "content": content} for role, content in (
             ("user", "Hey Mel! Thanks, Jon."), ("assistant", "Hi Caroline!"), ("user", "Thanks, Mel."),
             ("assistant", "Bye Caroline!"))]})
+    c.post("/add", {"request_id": "r2", "user_id": "caro", "session_id": "s2", "messages": [
+        {"role": role, "content": content} for role, content in (
+            ("user", "Hi Mel!"), ("assistant", "Thanks, Caroline!"))]})  # names recur: attached
     named = c.request("GET", "/users/caro/speakers")
     assert named.body["speakers"] and named.body["candidates"]  # every part of the answer shown
     cases = [

@@ -3,8 +3,10 @@
 What must hold: the names one side calls the other ("Hey Mel!", "Thanks, Caroline.") and a
 speaker gives itself ("I'm Caroline") are attached to their roles with their counts and the first
 five messages that give each role its name, oldest first (a mention of the name for another role
-is not its evidence); a name mentioned once, or split between the roles, is a candidate and not a
-speaker; a conversation that names nobody answers empty lists beside one that names both sides;
+is not its evidence), each role with the name the reader's view shows for it; a name mentioned
+once, split between the roles, or a word in a name's place ("Morning, ...") is a candidate and
+not a speaker, with why; a conversation that names nobody answers empty lists beside one that
+names both sides;
 an unknown user answers empty and makes no file; a forgotten message takes its evidence back; the
 key is needed as for every other read; the same memory always answers the same body."""
 
@@ -47,16 +49,18 @@ NAMELESS = [
 EXPECTED = {
     "user_id": "u",
     "speakers": [
-        {"role": "assistant", "names": [
+        {"role": "assistant", "shown": "Melanie", "names": [
             {"name": "Mel", "addressed": 2, "introduced": 0, "evidence": ["m1", "m13"]},
             {"name": "Melanie", "addressed": 2, "introduced": 0, "evidence": ["m5", "m11"]}]},
-        {"role": "user", "names": [
+        {"role": "user", "shown": "Caroline", "names": [
             {"name": "Caroline", "addressed": 6, "introduced": 1,
              "evidence": ["m2", "m3", "m4", "m8", "m10"]}]}],
     "candidates": [
         {"name": "Sam", "roles": [{"role": "assistant", "addressed": 2, "introduced": 0},
-                                  {"role": "user", "addressed": 2, "introduced": 0}]},
-        {"name": "Jon", "roles": [{"role": "assistant", "addressed": 1, "introduced": 0}]}],
+                                  {"role": "user", "addressed": 2, "introduced": 0}],
+         "why": "given to several roles"},
+        {"name": "Jon", "roles": [{"role": "assistant", "addressed": 1, "introduced": 0}],
+         "why": "given by one message only"}],
 }
 
 
@@ -96,6 +100,23 @@ def user_files(app) -> list[Path]:
 
 def test_the_names_each_side_is_given_are_attached_with_their_evidence(c):
     assert speakers(c, "u") == EXPECTED
+
+
+# Two sessions whose user opens turns with "Morning," and is never named (m1 is the first).
+MORNINGS = [
+    [("user", "Up early today."), ("assistant", "Morning, same here."),
+     ("user", "I love the quiet in the morning.")],
+    [("user", "Back from a run."), ("assistant", "Morning, you're keen!")],
+]
+
+
+def test_a_word_in_a_names_place_is_a_candidate_with_why(c):
+    for i, turns in enumerate(MORNINGS):
+        add(c, "mornings", f"r{i}", f"s{i}", turns, START_MS + i * 86_400_000)
+    assert speakers(c, "mornings") == {"user_id": "mornings", "speakers": [], "candidates": [
+        {"name": "Morning", "roles": [{"role": "user", "addressed": 2, "introduced": 0}],
+         "why": "never written as a name where no sentence starts"}]}
+    assert speakers(c, "u")["speakers"]  # control: names on the same server
 
 
 def test_a_name_mentioned_once_or_split_between_roles_is_a_candidate_only(c):

@@ -268,6 +268,8 @@ def _values(mentions: list[DateMention]) -> tuple[str, ...]:
 
 
 def told_of(text: str, mentions: list[DateMention]) -> tuple[tuple[str, str, str], ...]:
-    """The mentions whose day a reader must be told, as (written, kind, date), at most MOST_TOLD."""
-    return tuple((" ".join(text[m.start:m.end].split()), m.kind, m.value)
-                 for m in mentions if m.kind in TOLD_KINDS)[:MOST_TOLD]
+    """The mentions a reader must be told of, as (written, kind, told), at most MOST_TOLD:
+    those of dates.TOLD_KINDS whose `told` says something (dates.py writes none where the phrase
+    gives no date, or two readings fit it and neither is told)."""
+    return tuple((" ".join(text[m.start:m.end].split()), m.kind, m.told)
+                 for m in mentions if m.told and m.kind in TOLD_KINDS)[:MOST_TOLD]

@@ -58,6 +58,8 @@ LISTED_FROM = 5  # the first schema with what a listing reads of a user file (it
 # answers in a bounded page).
 EVIDENCE_SHOWN = 5
 CANDIDATES_SHOWN = 20
+# Why a candidate past the names a reading takes (storage/speakers.MOST_NAMES) is attached to none.
+NOT_READ = "not read: too many names"
 # Each store's user files as last read: {path: (signature, sort key or None)} (Listing._keys).
 _KEYS: weakref.WeakKeyDictionary[Store, dict[Path, tuple[tuple[int, ...], tuple[int, str] | None]]] = \
     weakref.WeakKeyDictionary()
@@ -261,9 +263,10 @@ class Listing:
 
     def speakers(self, user_id: str) -> dict[str, Any]:
         """The names the user's conversation gives its roles (roles and names in the order
-        speakers.attach gives them), each with its counts and the first messages that give it;
-        and the names found but not attached, with their counts by role, so that an operator sees
-        why each was not (too few mentions, split between roles, one of several people)."""
+        speakers.attach gives them), each role with the name the reader's view shows for it,
+        each name with its counts and the first messages that give it; and the names found but
+        not attached, with their counts by role and why each was not (too few messages, split
+        between roles, a word rather than a name, one of several people...)."""
         attached: list[dict[str, Any]] = []
         candidates: list[dict[str, Any]] = []
         with self.store.connection(user_id, create=False) as conn:
@@ -272,10 +275,11 @@ class Listing:
                     found = stored.read(conn)
                     given = _names_given(conn, sorted(found.roles))
                     written = found.written
-                    attached = [{"role": role, "names": [
+                    attached = [{"role": role, "shown": found.shown_for(role), "names": [
                         {"name": written[name], **_attached(conn, found, given[name], name)}
                         for name in names]} for role, names in found.names.items()]
-                    candidates = [_candidate(name, rows) for name, rows in sorted(
+                    candidates = [_candidate(name, rows, found.rejected.get(name, NOT_READ))
+                                  for name, rows in sorted(
                         ((name, rows) for name, rows in given.items() if name not in found.roles),
                         key=lambda item: (-sum(e.votes for e in item[1]), item[0]))]
         return {"user_id": user_id, "speakers": attached, "candidates": candidates}
@@ -311,11 +315,12 @@ def _attached(conn: sqlite3.Connection, found: Speakers, rows: list[Evidence],
             "evidence": [f"m{message_id}" for message_id in ids[:EVIDENCE_SHOWN]]}
 
 
-def _candidate(name: str, rows: list[Evidence]) -> dict[str, Any]:
-    """A name attached to no role, as written where it is most given, with its counts by role."""
+def _candidate(name: str, rows: list[Evidence], why: str) -> dict[str, Any]:
+    """A name attached to no role, as written where it is most given, with its counts by role
+    and why it is attached to none (speakers.attach)."""
     return {"name": rows[0].written or name.title(),
             "roles": [{"role": e.role, "addressed": e.addressed, "introduced": e.introduced}
-                      for e in rows]}
+                      for e in rows], "why": why}
 
 
 def absent(message_id: int) -> NotFound:

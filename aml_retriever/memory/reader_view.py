@@ -20,15 +20,26 @@ evidence in results, find it unchanged); what is added goes on its first line be
 its last line after it. The dates written out are those of dates.TOLD_KINDS, found at Add
 (features.Features.told) and resolved as analysis/dates.py resolves them for the date signal.
 The speaker is the name the conversation gives the message's role
-(storage/speakers.py: its longest name, the full one where "Mel" and "Melanie" are both used),
-the role itself when it is a name, and no name when the text opens with one ("(user) Caroline:
-...").
+(storage/speakers.py: its person's longest name, the full one where "Mel" and "Melanie" are both
+used), the role itself when it is a name ("Caroline: ..."; a role that is no plain name is
+quoted, `"Caroline (user)": ...`, so that no role reads as a name and a role), and no name when
+the text opens with the role's own name ("(user) Caroline: ..."); a text that opens with another
+"Word: " ("Update: I got the job") is no speaker's name, and the role's name is shown before it.
+
+No line of a message's text can pass for a message's first line: every line of a text after its
+first starts with a space (`_indented`), where every line the view writes starts with a day,
+a time or `…`. A text holding "\n[Tue 9 May 2023, 10:00 UTC] Caroline (user): ..." reads as
+a line of that text, not as Caroline's. The space costs the reader's estimate nothing
+(analysis/tokens.pieces: a line break and a space are one whitespace piece; where a run of
+whitespace would cost one more, one of its characters gives way to the space), so the window
+counts every item as before.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +47,14 @@ from functools import lru_cache
 from typing import Any
 
 from aml_retriever.analysis.dates import date_mentions, iso_utc
-from aml_retriever.analysis.features import GENERIC_ROLES, MARK_DATED, told_of, unnamed_turn
+from aml_retriever.analysis.features import (
+    GENERIC_ROLES,
+    KEY_END,
+    MARK_DATED,
+    SPEAKER_KEY,
+    told_of,
+    unnamed_turn,
+)
 from aml_retriever.analysis.speakers import Speakers
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.engine.window import GAP_LINE
@@ -67,6 +85,7 @@ class Said:
     speaker: str  # the name shown ("" when none is known, or the text names it)
     source: str  # where the name comes from: 'conversation', 'role', 'text' or ''
     dates: tuple[tuple[str, str], ...]  # (as written, the date it is), in text order
+    names: tuple[str, ...] = ()  # every name the conversation gives its role, as written
 
     @property
     def day(self) -> str:
@@ -103,7 +122,8 @@ class ReaderView:
         else:
             dates = tuple((phrase, _date(value, kind, phrase))
                           for phrase, kind, value in (json.loads(told) if told else ()))
-        return Said(message_id, content, timestamp_ms, role, speaker, source, dates)
+        names = self._names(role) if source == "conversation" else ()
+        return Said(message_id, content, timestamp_ms, role, speaker, source, dates, names)
 
     def results(self, members: Sequence[int], rows: dict[int, Any]) -> list[Said]:
         """A ranked result's messages (engine/rows.MessageRow) as the view shows them."""
@@ -113,7 +133,9 @@ class ReaderView:
     def line_pieces(self, role: str, marks: int, told: str | None) -> int:
         """At most what the view adds to the line of a message of `role` in a run, besides its
         day (a run's day line, a single message's day and time: `DAY_TIME_PIECES` a day): its
-        time, who said it (the longest form: a name and the role) and the dates it gives."""
+        time, who said it (the longest form: the role's name and the role, the role alone, or
+        the role in brackets) and the dates it gives. The space that starts each line of its
+        text after the first costs nothing (`_indented`)."""
         speaker, source = self._speaker_of(role)
         notes = 0
         if told:
@@ -121,25 +143,45 @@ class ReaderView:
                                             for phrase, kind, value in json.loads(told))))
         elif told is None and marks & MARK_DATED:
             notes = UNKNOWN_NOTES_PIECES
-        who = max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")))
+        who = max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")),
+                  _pieces(_who_of(role, "", "")))
         return TIME_PIECES + who + 1 + notes  # 1: a text that opens with a digit, after a space
 
     def _speaker(self, role: str, signal_keys: str) -> tuple[str, str]:
-        if not unnamed_turn(role, signal_keys):
-            return "", "text"
+        """Who said a message, and how that is known. A text that opens with "Name: " names its
+        speaker only when that is its role's name in the conversation ("Caroline: ..." in
+        Caroline's turn): "Update: I got the job" in it is text, and her name is shown before
+        it; in a role the conversation does not name, the role is shown before it."""
         if role not in self._by_role:
             self._by_role[role] = self._speaker_of(role)
+        if unnamed_turn(role, signal_keys):
+            return self._by_role[role]
+        written = _written_speaker(signal_keys)
+        if written and self.speakers.role_of(written) == role:
+            return "", "text"
         return self._by_role[role]
 
     def _speaker_of(self, role: str) -> tuple[str, str]:
         """Who said a message of `role` that names no speaker in its text."""
         if role.strip().lower() not in GENERIC_ROLES:
             return _one_line(role), "role"
-        names = self.speakers.names.get(role, ())
-        if not names:
-            return "", ""
-        longest = max(names, key=lambda name: (len(name), name))
-        return self.speakers.written.get(longest, longest.title()), "conversation"
+        shown = self.speakers.shown_for(role)
+        return (shown, "conversation") if shown else ("", "")
+
+    def _names(self, role: str) -> tuple[str, ...]:
+        """Every name the conversation gives a role, as written (explain shows them)."""
+        written = self.speakers.written
+        return tuple(written.get(name, name.title()) for name in self.speakers.names.get(role, ()))
+
+
+def _written_speaker(signal_keys: str) -> str:
+    """The speaker a message's text names ("Name: " prefix: its stored `s:` key), or ""."""
+    at = signal_keys.find(KEY_END + SPEAKER_KEY)
+    if at < 0:
+        return ""
+    start = at + len(KEY_END + SPEAKER_KEY)
+    end = signal_keys.find(KEY_END, start)
+    return signal_keys[start:end if end >= 0 else len(signal_keys)]
 
 
 def view_bytes(_: ReaderView) -> int:
@@ -150,16 +192,22 @@ def view_bytes(_: ReaderView) -> int:
 
 def written_out(content: str, timestamp_ms: int) -> tuple[tuple[str, str], ...]:
     """The dates a message gives relative to its day, as written and as the day they are
-    (features.told_of, which an Add stores)."""
-    return tuple((phrase, _date(value, kind, phrase))
-                 for phrase, kind, value in told_of(content, date_mentions(content, timestamp_ms)))
+    (features.told_of, which an Add stores); a date that cannot be written is left out. Read
+    again for a row stored before its dates were (told NULL), whose notes the window counts as
+    UNKNOWN_NOTES_PIECES before it reads them: the notes kept are those that fit in it."""
+    kept: list[tuple[str, str]] = []
+    for phrase, kind, value in told_of(content, date_mentions(content, timestamp_ms)):
+        date = _date(value, kind, phrase)
+        if date and _pieces(_notes_of([*kept, (phrase, date)])) <= UNKNOWN_NOTES_PIECES:
+            kept.append((phrase, date))
+    return tuple(kept)
 
 
 def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset()) -> str:
     """An item's text in the reader's view: one message on its own, or several of one session,
     a GAP_LINE before each of `gaps` (the indexes of those after messages left out)."""
     if len(messages) == 1:
-        return f"{_prefix(messages[0])}{messages[0].content}{_notes(messages[0])}"
+        return _indented(f"{_prefix(messages[0])}{messages[0].content}{_notes(messages[0])}")
     lines, day = [], ""
     for i, message in enumerate(messages):
         if i in gaps:
@@ -167,8 +215,33 @@ def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset()) -> str:
         if message.day != day:
             day = message.day
             lines.append(f"[{day}]")
-        lines.append(f"{message.time} {_who(message)}{message.content}{_notes(message)}")
+        lines.append(_indented(f"{message.time} {_who(message)}{message.content}{_notes(message)}"))
     return "\n".join(lines)
+
+
+# Every character that ends a line (str.splitlines), each a whitespace character; and a run of
+# whitespace ending in one before text: where a line of a message's text would start.
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_START = re.compile(rf"\s*[{_BREAKS}](?=\S)")
+
+
+def _indented(line: str) -> str:
+    """A message's line with each line of its text after the first starting with a space, so
+    that none can take the form of a line the view writes (a day, a time, `…`, all at the
+    start of their line). A text holding no line break is unchanged."""
+    return line if line.isprintable() else _LINE_START.sub(_indent, line)
+
+
+def _indent(run: re.Match[str]) -> str:
+    """A run of whitespace ending in a line break, ending in a space instead of before the
+    text. The reader's estimate costs a run of whitespace by its length (tokens.pieces: one
+    piece up to 2 characters, one more each 4 after), so the space is added where that costs
+    nothing, and otherwise takes the place of the run's last character but one (the line break
+    before the text is kept): "\n" -> "\n ", "\n\n" -> "\n "."""
+    text = run.group()
+    if len(text) % 4 == 2:
+        return text[:-2] + text[-1] + " "
+    return text + " "
 
 
 def _prefix(message: Said) -> str:
@@ -183,7 +256,8 @@ def _notes(message: Said) -> str:
 
 
 def _notes_of(dates: Sequence[tuple[str, str]]) -> str:
-    notes = "; ".join(f"{phrase}: {date}" for phrase, date in dates)
+    """The notes of the dates given, those that can be written ("" when `_date` writes none)."""
+    notes = "; ".join(f"{phrase}: {date}" for phrase, date in dates if date)
     return f" [{notes}]" if notes else ""
 
 
@@ -198,9 +272,11 @@ def added_pieces(messages: Sequence[Said]) -> int:
 
 
 def added(messages: Sequence[Said]) -> list[dict[str, Any]]:
-    """What the view added to each message, for `explain`."""
+    """What the view added to each message, for `explain`: its speaker, where the name comes
+    from, and every name the conversation gives its role (`speaker` the one shown of them)."""
     return [{"message_id": f"m{m.id}", "said_at": iso_utc(m.timestamp_ms), "role": m.role,
              "speaker": m.speaker or None, "speaker_from": m.source or None,
+             "speaker_names": list(m.names),
              "dates": [{"written": phrase, "date": date} for phrase, date in m.dates]}
             for m in messages]
 
@@ -211,35 +287,112 @@ def _who(message: Said) -> str:
 
 @lru_cache(maxsize=1024)
 def _who_of(role: str, speaker: str, source: str) -> str:
-    """Who said a message, as its line opens (the same few for every message of a user)."""
+    """Who said a message, as its line opens (the same few for every message of a user): a
+    generic role with its name ("Caroline (user): "), alone ("user: ") or in brackets before a
+    text that names its speaker ("(user) "); a role that is a person's name as it is
+    ("Caroline: "), any other role quoted (`"Caroline (user)": `): a form no name and generic
+    role produce."""
     role = _one_line(role)
     if source == "text":
         return f"({role}) "
     if source == "role":
-        return f"{speaker}: "
+        return f"{role}: " if _PLAIN_ROLE.fullmatch(role) else f"{json.dumps(role, ensure_ascii=False)}: "
     if speaker:
         return f"{speaker} ({role}): "
     return f"{role}: "
 
 
+# A role that reads as a person's name: words of letters and digits, the first starting with a
+# letter, joined by spaces, apostrophes, hyphens or points ("Caroline", "Ana Lee", "Dr. O'Brien").
+# No bracket, colon or quote: it cannot end in "(user)", open with "(user)" or hold a line's form.
+_PLAIN_ROLE = re.compile(r"[^\W\d_][^\W_]*(?:[ '’.-]+[^\W_]+)*\.?")
+
+
 def _date(value: str, kind: str, phrase: str) -> str:
-    """A resolved date as a reader reads it: a day with its weekday, a month, a year; a week
-    ("last week") as the week of its Monday, a weekend as the weekend of its Saturday."""
+    """A told date (dates.DateMention.told, as stored) as a reader reads it: a day with its
+    weekday, a month, a year; a week as the week of its Monday, a weekend as that of its
+    Saturday, a season with its year; either of two ("Sat 2 or Sat 9 November 2024"), a span
+    ("a few days before Mon 22 May 2023"), around a month, since a date. '' when the value
+    cannot be written (a row stored by another version, a day past the calendar's end): a note
+    is left out rather than an answer failed."""
+    try:
+        return _written(value, kind, phrase.lower())
+    except (ValueError, OverflowError, IndexError, KeyError):
+        return ""
+
+
+# The kinds whose day is told as a week or a weekend when their phrase names one.
+_WEEK_KINDS = frozenset({"relative_unit", "ago", "ahead", "since_now", "since_for"})
+_SEASON_NAMES = ("summer", "winter", "spring", "autumn", "fall")
+
+
+def _written(value: str, kind: str, phrase: str) -> str:
+    """A told value's text: either of two, or one, each with at most one mark before it."""
+    if "|" in value:
+        first, second = (_marked(part, kind, phrase) for part in value.split("|", 1))
+        shared = _shared_end(first, second)
+        for opening in ("the weekend ", "the week "):  # "the weekend of Sat 10 or of Sat 17 June"
+            if first.startswith(opening) and second.startswith(opening):
+                second = second[len(opening):]
+        return f"{first[:len(first) - len(shared)]} or {second}"
+    return _marked(value, kind, phrase)
+
+
+def _marked(value: str, kind: str, phrase: str) -> str:
+    if value.startswith("+~"):
+        return "since about " + _plain(value[2:], kind, phrase)
+    if value.startswith("+"):
+        # A span's start is a day ("the past week": since Sun 10 April), a length's its unit's.
+        return "since " + _plain(value[1:], "" if kind == "relative_unit" else kind, phrase)
+    if value.startswith("~"):
+        return "around " + _plain(value[1:], kind, "")
+    if value[:1] in ("<", ">"):
+        span = phrase.removeprefix("in ").removesuffix(" ago")
+        if "other day" in span or not span:
+            span = "some days"
+        return f"{span} {'before' if value[0] == '<' else 'after'} {_plain(value[1:], '', '')}"
+    return _plain(value, kind, phrase)
+
+
+def _plain(value: str, kind: str, phrase: str) -> str:
+    """An ISO date, month or year as a reader reads it (ValueError for anything else)."""
     parts = [int(p) for p in value.split("-")]
+    if not (1 <= len(parts) <= 3 and 1 <= parts[0] <= 9999
+            and (len(parts) == 1 or 1 <= parts[1] <= 12)):
+        raise ValueError(f"not a date: {value!r}")
     if len(parts) == 1:
-        return str(parts[0])
+        season = next((name for name in _SEASON_NAMES if name in phrase), "") if kind == "season" else ""
+        if season == "winter":
+            return f"winter {_year(parts[0])}-{_year(parts[0] + 1)}"
+        return f"{season} {_year(parts[0])}" if season else _year(parts[0])
     if len(parts) == 2:
-        return f"{_MONTHS[parts[1] - 1]} {parts[0]}"
+        return f"{_MONTHS[parts[1] - 1]} {_year(parts[0])}"
     day = dt.date(*parts)
-    if kind == "relative_unit" and "weekend" in phrase.lower():
+    if kind in _WEEK_KINDS and "weekend" in phrase:
         return f"the weekend of {_weekday(day + dt.timedelta(days=(5 - day.weekday()) % 7))}"
-    if kind == "relative_unit" and "week" in phrase.lower():
+    if kind in _WEEK_KINDS and "week" in phrase:
         return f"the week of {_weekday(day - dt.timedelta(days=day.weekday()))}"
     return _weekday(day)
 
 
+def _shared_end(first: str, second: str) -> str:
+    """The words both end with, from a space ("Sat 2 November 2024" and "Sat 9 November 2024"
+    share " November 2024"), that the first of two may leave to the second."""
+    shared = ""
+    for a, b in zip(reversed(first.split(" ")), reversed(second.split(" ")), strict=False):
+        if a != b or not (a.isdigit() or a in _MONTHS):
+            break
+        shared = f" {a}{shared}"
+    return shared if len(shared) < len(first) else ""
+
+
 def _weekday(day: dt.date) -> str:
-    return f"{_WEEKDAYS[day.weekday()]} {day.day} {_MONTHS[day.month - 1]} {day.year}"
+    return f"{_WEEKDAYS[day.weekday()]} {day.day} {_MONTHS[day.month - 1]} {_year(day.year)}"
+
+
+def _year(year: int) -> str:
+    """A year as written: with four digits before 1000, so that "February 0001" is no day."""
+    return f"{year:04d}"
 
 
 @lru_cache(maxsize=4096)

@@ -465,4 +465,16 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     DROP INDEX messages_by_session;
     {_MESSAGES_BY_SESSION_OUTLINED}
     """,
+    # 13: the reader's notes and the speakers' evidence as the reader's view now writes them
+    # (analysis/dates.py: notes exactly as precise as their phrase; analysis/speakers.py: a
+    # message gives a name once, an opener is told from an address). The notes stored before
+    # are dropped: a Search reads them again from the text (as for a row stored before
+    # migration 9) until `reindex` stores them. So are the names' mentions and counts, which
+    # counted a message once a spelling and took openers for addresses: until `reindex` finds
+    # them again, only the messages added since give names (unnamed is better than wrong).
+    """
+    UPDATE messages SET told = NULL WHERE told IS NOT NULL;
+    DELETE FROM speaker_mentions;
+    DELETE FROM speaker_names;
+    """,
 )
