@@ -5,8 +5,11 @@ their budget; nothing held of one user reaches another."""
 
 from __future__ import annotations
 
+import gc
+import itertools
 import json
 import sqlite3
+import tracemalloc
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -16,11 +19,13 @@ from conftest import Client, start_app
 from reliability_support import serve
 
 from aml_retriever.engine import window
-from aml_retriever.engine.held import HELD_BYTES, Held, HeldUsers
+from aml_retriever.engine.held import HELD_BYTES, Held, HeldUsers, content_bytes
+from aml_retriever.memory import reader_view
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 from aml_retriever.settings import BY_NAME
 from aml_retriever.storage import generation
+from aml_retriever.storage import speakers as stored_speakers
 from aml_retriever.storage.store import Store
 from aml_retriever.storage.timeline import CURRENT, ReadFilter
 
@@ -333,3 +338,73 @@ def test_a_held_outline_reads_nothing_through_the_connection_it_was_read_on(serv
     first = answers(held, "u")
     assert held.store.release_idle() > 0  # the connection the outline was read on is closed
     assert answers(held, "u") == first == answers(bare, "u")
+
+
+# ---- what is held, counted as the memory it takes -------------------------------------------
+
+# Names enough to fill a user's speakers (candidates read, none attached: a role given this many
+# names is many people's), roles and session ids of 240 characters outside the BMP's Latin-1.
+MANY_NAMES = ["".join(p).capitalize() for p in itertools.product("bcdfgk", "aeiou", "lmnr", "aeio")]
+LONG_ROLE = "Ω" * 240
+
+
+def many_names_and_long_roles(svc: MemoryService, sessions: int) -> None:
+    for s in range(sessions):
+        session = f"{'session ' * 30} {s}"
+        texts = [(f"Hey {name}! We talked about the garden and the {name} trip, {name}.")
+                 for name in (MANY_NAMES[(s * 40 + i) % len(MANY_NAMES)] for i in range(40))]
+        messages = [Message(f"{LONG_ROLE} {i % 5}" if i % 2 == 0 else "user", text,
+                            T0 + s * DAY_MS + i * 1000) for i, text in enumerate(texts)]
+        for k in (0, 20):
+            svc.add(AddRequest(f"r{s}-{k}", "u", session, tuple(messages[k:k + 20])))
+
+
+def traced(work) -> int:
+    """The bytes Python allocates in `work` and still holds after it."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        work()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_speakers_and_the_view_are_counted_as_the_memory_they_take(tmp_path):
+    svc = MemoryService(Store(tmp_path / "aml.db"))
+    try:
+        many_names_and_long_roles(svc, 30)
+        # A connection that keeps no statements; tracemalloc still counts its weak references
+        # to the cursors it made (80 bytes a query, pruned every 200), hence the 0.85.
+        conn = sqlite3.connect(svc.store.shard_path("u"), cached_statements=0)
+        read: dict[str, Any] = {}
+        reader_view.ReaderView.read(conn)  # the patterns compiled once
+        spent = traced(lambda: read.update(speakers=stored_speakers.read(conn)))
+        assert len(read["speakers"].rejected) >= 400  # control: the names were read
+        assert 0.85 <= content_bytes(read["speakers"]) / spent <= 1.10  # (a flat 64 KiB: 1.5)
+        spent = traced(lambda: read.update(view=reader_view.ReaderView.read(conn)))
+        assert 0.85 <= reader_view.view_bytes(read["view"]) / spent <= 1.10
+        conn.close()
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("conversation", ["names and long roles", "the SESSIONS"])
+def test_a_users_held_state_is_counted_as_the_memory_it_takes(tmp_path, conversation):
+    svc = MemoryService(Store(tmp_path / "aml.db"), answer_window_tokens=117_760, reader_view=True)
+    try:
+        if conversation == "the SESSIONS":
+            add(svc, "u", [*SESSIONS, DIARY])
+            queries = QUERIES
+        else:
+            many_names_and_long_roles(svc, 12)
+            queries = [f"What did {name} say about the garden trip?" for name in MANY_NAMES[:15]]
+        svc.search(SearchRequest(queries[0], "u", 100, (), None))  # patterns compiled once
+        svc.held.drop(svc.store.shard_path("u"))
+        spent = traced(lambda: [svc.search(SearchRequest(q, "u", 100, (), None)) for q in queries])
+        assert svc.held.users == 1
+        assert 0.9 <= svc.held.held_bytes / spent <= 1.15, (svc.held.held_bytes, spent)
+    finally:
+        svc.close()

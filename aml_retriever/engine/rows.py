@@ -13,10 +13,12 @@ from aml_retriever.engine.held import Held, text_bytes
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.views import Turn, turns
 
-# A held row besides its text and its slot (engine/held.ENTRY_BYTES): the object, its dict of 15
-# fields, their ints, its keys and dates (tracemalloc, a BEAM dev user's 796 rows: 1,151 bytes a
-# row with its slot).
-ROW_BYTES = 1024
+# A held row besides its strings and its slot (engine/held.ENTRY_BYTES): the object, its dict of
+# 16 fields and their numbers. With its strings measured (`row_bytes`), the estimate of a user's
+# rows is what tracemalloc counts within 1% (LoCoMo dev conversation 26: 872 bytes a row, BEAM
+# 100K conversations 1 and 5: 3,986 and 2,460); a flat 1,024 and the text alone counted
+# LoCoMo's at 1.54x and left a role's, a session's and the keys' length uncounted.
+ROW_BYTES = 256
 
 
 # Not frozen: a Search makes one for every message it reads (about 570 on long messages at top_k
@@ -63,9 +65,12 @@ def _read(conn: sqlite3.Connection, ids: list[int]) -> dict[int, MessageRow]:
 
 
 def row_bytes(row: MessageRow) -> int:
-    """What a held row costs: the object and its fields with its keys and dates (ROW_BYTES),
-    and its text."""
-    return ROW_BYTES + text_bytes(row.content)
+    """What a held row costs: the object, its dict of fields and their numbers (ROW_BYTES), and
+    its strings, each its own object as SQLite returns them (its text, keys, dates, role and
+    session: a role or a session id can be 256 characters, the keys of a long message kilobytes)."""
+    return (ROW_BYTES + text_bytes(row.content) + text_bytes(row.signal_keys) + text_bytes(row.told)
+            + text_bytes(row.role) + text_bytes(row.session_id) + text_bytes(row.trust)
+            + text_bytes(row.origin))
 
 
 def held_turns(conn: sqlite3.Connection, held: Held, ids: Sequence[int], reach: int

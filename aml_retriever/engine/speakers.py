@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from aml_retriever.analysis.features import SPEAKER_KEY, needle, unnamed_turn
 from aml_retriever.analysis.speakers import NO_SPEAKERS
 from aml_retriever.engine.candidates import Term, TermIndex, best, held_counts, idf, tf_part
-from aml_retriever.engine.held import Held, text_bytes
+from aml_retriever.engine.held import SMALL_BYTES, Held, content_bytes, text_bytes
 from aml_retriever.engine.query import QueryPlan
 from aml_retriever.engine.rows import held_turns
 from aml_retriever.storage import speakers as stored
@@ -71,13 +71,14 @@ def named(conn: sqlite3.Connection, plan: QueryPlan, held: Held) -> Named:
     written: set[str] = set()
     if plan.exact:
         known = held.one("speakers", "written", lambda: frozenset(
-            row[0] for row in conn.execute("SELECT speaker FROM speakers")), _names_bytes)
+            row[0] for row in conn.execute("SELECT speaker FROM speakers")), content_bytes)
         written = {s for s in known if set(s.split()) <= plan.exact}
     # Only a capitalised word names a speaker by the name the conversation gives it: "my first
     # sprint" asks nothing of a "First, ..." the replies open with.
     names = tuple(sorted(plan.names))
-    if held.one("speakers named", names, lambda: stored.any_named(conn, names)):
-        found = held.one("speakers", "attached", lambda: stored.read(conn), _speakers_bytes)
+    if held.one("speakers named", names, lambda: stored.any_named(conn, names),
+                lambda _: content_bytes(names)):  # the key is the question's names
+        found = held.one("speakers", "attached", lambda: stored.read(conn), content_bytes)
     else:
         found = NO_SPEAKERS
     roles = sorted((name, role) for name in plan.names if (role := found.role_of(name)))
@@ -126,7 +127,8 @@ class SpeakerTerm:
                                                 SPEAKER_REACH).values() for m in turn.run})
 
     def _unnamed(self, role: str) -> int:
-        return self.held.one("unnamed", role, lambda: stored.unnamed(self.conn, role))
+        return self.held.one("unnamed", role, lambda: stored.unnamed(self.conn, role),
+                             lambda _: SMALL_BYTES + text_bytes(role))  # a role of any length
 
     def _turns_of(self, role: str, near: Sequence[int]) -> list[int]:
         """The role's messages among these that name no speaker of their own (and are visible)."""
@@ -142,14 +144,6 @@ class SpeakerTerm:
 
 
 
-def _names_bytes(names: frozenset[str]) -> int:
-    return 216 + sum(64 + text_bytes(name) for name in names)
-
-
-def _speakers_bytes(_: object) -> int:
-    """A role's names and their evidence: at most MOST_NAMES of them (storage/speakers.py)."""
-    return 64 * 1024
-
-
 def _pair_bytes(said: tuple[str, str]) -> int:
-    return 64 + text_bytes(said[1])  # the role's string is shared with the rows'
+    """A message's role and keys, each a string of its own (as SQLite returns them)."""
+    return 64 + text_bytes(said[0]) + text_bytes(said[1])

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from aml_retriever.analysis.tokens import pieces
+from aml_retriever.engine.held import text_bytes
 from aml_retriever.storage.store import rows_in
 from aml_retriever.storage.timeline import ReadFilter
 
@@ -299,11 +299,14 @@ class Outline:
 
 
 def outline_bytes(outline: Outline) -> int:
-    """What a whole outline held for the next Searches costs: each line (a tuple of eight, its
-    ints; the session and role strings are shared), its two links and its place (tracemalloc,
-    BEAM dev users: 420 to 470 bytes a message)."""
-    return 4096 + 460 * len(outline.lines) + sum(sys.getsizeof(line.told) for line in
-                                                 outline.lines.values() if line.told)
+    """What a whole outline held for the next Searches costs: each line (a tuple of eight and
+    its ints), its two links and its place (tracemalloc, BEAM dev users: 420 to 470 bytes a
+    message, of which its session's and role's strings about 116), and its strings measured: each
+    line's are its own (as SQLite returns them), and a session id or a role may be 256
+    characters."""
+    return 4096 + 344 * len(outline.lines) + sum(
+        text_bytes(line.session_id) + text_bytes(line.role) + text_bytes(line.told)
+        for line in outline.lines.values())
 
 
 class Block(NamedTuple):

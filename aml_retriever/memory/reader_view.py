@@ -57,6 +57,7 @@ from aml_retriever.analysis.features import (
 )
 from aml_retriever.analysis.speakers import Speakers
 from aml_retriever.analysis.tokens import pieces
+from aml_retriever.engine.held import content_bytes
 from aml_retriever.engine.window import GAP_LINE
 from aml_retriever.storage import speakers as stored
 
@@ -105,7 +106,7 @@ class ReaderView:
 
     def __init__(self, speakers: Speakers) -> None:
         self.speakers = speakers
-        self._by_role: dict[str, tuple[str, str]] = {}  # a role's speaker, once worked out
+        self._by_role = {role: self._speaker_of(role) for role in sorted(GENERIC_ROLES)}
 
     @classmethod
     def read(cls, conn: sqlite3.Connection) -> ReaderView:
@@ -152,14 +153,20 @@ class ReaderView:
         speaker only when that is its role's name in the conversation ("Caroline: ..." in
         Caroline's turn): "Update: I got the job" in it is text, and her name is shown before
         it; in a role the conversation does not name, the role is shown before it."""
-        if role not in self._by_role:
-            self._by_role[role] = self._speaker_of(role)
         if unnamed_turn(role, signal_keys):
-            return self._by_role[role]
+            return self._speaker_held(role)
         written = _written_speaker(signal_keys)
         if written and self.speakers.role_of(written) == role:
             return "", "text"
-        return self._by_role[role]
+        return self._speaker_held(role)
+
+    def _speaker_held(self, role: str) -> tuple[str, str]:
+        """`_speaker_of`, worked out once for the generic roles as written ("user"), whose
+        speaker comes from the names; any other role is worked out each time (shown as itself,
+        or a generic role written otherwise), so a held view never grows, whatever roles its
+        user's messages have."""
+        speaker = self._by_role.get(role)
+        return speaker if speaker is not None else self._speaker_of(role)
 
     def _speaker_of(self, role: str) -> tuple[str, str]:
         """Who said a message of `role` that names no speaker in its text."""
@@ -184,10 +191,11 @@ def _written_speaker(signal_keys: str) -> str:
     return signal_keys[start:end if end >= 0 else len(signal_keys)]
 
 
-def view_bytes(_: ReaderView) -> int:
-    """What a view held for a user's next Searches costs (memory/reads.py): its names attached
-    to roles, at most MOST_NAMES with their evidence (storage/speakers.py), and its roles'."""
-    return 64 * 1024
+def view_bytes(view: ReaderView) -> int:
+    """What a view held for a user's next Searches costs (memory/reads.py), measured: its names
+    attached to roles, at most MOST_NAMES with their evidence (storage/speakers.py), and the
+    speakers of the generic roles (nothing is added to it once held)."""
+    return content_bytes(view)
 
 
 def written_out(content: str, timestamp_ms: int) -> tuple[tuple[str, str], ...]:
