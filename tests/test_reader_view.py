@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 from conftest import Client
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from old_schema import take_back
 
@@ -23,10 +24,11 @@ from aml_retriever.analysis.features import MARK_DATED, MOST_TOLD, told_of
 from aml_retriever.analysis.speakers import Evidence, Speakers
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.cli import main
-from aml_retriever.engine.window import GAP_PIECES
 from aml_retriever.evaluation.reader import date_visible, speaker_visible
+from aml_retriever.memory import reader_view
 from aml_retriever.memory.reader_view import (
     DAY_TIME_PIECES,
+    GAP_PIECES,
     UNKNOWN_NOTES_PIECES,
     ReaderView,
     Said,
@@ -64,8 +66,30 @@ def test_relative_dates_are_written_out(text: str, dates: list[tuple[str, str]])
 
 
 def said(content: str, role: str = "user", speaker: str = "Caroline", source: str = "conversation",
-         at: int = MONDAY, message_id: int = 1) -> Said:
-    return Said(message_id, content, at, role, speaker, source, written_out(content, at))
+         at: int = MONDAY, message_id: int = 1, turn: int = 0) -> Said:
+    return Said(message_id, content, at, role, speaker, source, written_out(content, at), (), turn)
+
+
+def test_each_line_says_its_turn_and_each_gap_what_it_stands_for() -> None:
+    """Pieces of one session that share a time can be put back in order by their turns; a gap's
+    line says how many turns it leaves out and how many of them an item above shows."""
+    texts = ["We met at the lake.", "It was cold.", "See you Sunday."]
+    item = [said(text, at=MONDAY, message_id=i, turn=turn)
+            for i, (text, turn) in enumerate(zip(texts, (2, 6, 7), strict=True))]
+    assert render(item, frozenset({1}), frozenset({3, 9})).split("\n") == [
+        "[Mon 8 May 2023]",
+        "13:56 turn 2 Caroline (user): We met at the lake.",
+        "… partly shown above",
+        "13:56 turn 6 Caroline (user): It was cold.",
+        "13:56 Caroline (user): See you Sunday."]  # turn 7: the line after turn 6
+    assert render(item, frozenset({1})).split("\n")[2] == "… left out"
+    assert render(item[:2], frozenset({1}), frozenset({3, 4, 5})).split("\n")[2] == "… shown above"
+    assert render(item[1:]).split("\n")[1:] == ["13:56 turn 6 Caroline (user): It was cold.",
+                                                "13:56 Caroline (user): See you Sunday."]
+    assert render([item[1]]) == "[Mon 8 May 2023, 13:56 UTC, turn 6] Caroline (user): It was cold."
+    unknown = [said(text, at=MONDAY) for text in texts[:2]]  # no place known: as before
+    assert render(unknown, frozenset({1})).split("\n")[1:] == [
+        "13:56 Caroline (user): We met at the lake.", "…", "13:56 Caroline (user): It was cold."]
 
 
 def test_a_message_reads_with_its_day_time_and_speaker() -> None:
@@ -208,7 +232,7 @@ def test_explain_says_what_the_view_added(tmp_path: Path) -> None:
         svc.reader_view = True
         item = svc.search(parse_search({"user_id": "u", "query": QUESTION["question"], "top_k": 1,
                                         "explain": True}))["data"][0]
-        assert {"message_id": "m3", "said_at": "2023-05-08T13:56:02Z", "role": "user",
+        assert {"message_id": "m3", "said_at": "2023-05-08T13:56:02Z", "turn": 3, "role": "user",
                 "speaker": "Caroline", "speaker_from": "conversation", "speaker_names": ["Caroline"],
                 "dates": [{"written": "yesterday", "date": "Sun 7 May 2023"}]
                 } in item["explain"]["reader_view"]
@@ -225,9 +249,9 @@ def test_a_text_opening_with_a_word_and_a_colon_keeps_its_speakers_name(tmp_path
              "timestamp": MONDAY + 2 * 86_400_000}]}, 200))
         svc.reader_view = True
         assert contents(svc, "pottery class")[0] == (
-            "[Tue 9 May 2023, 13:56 UTC] Caroline (user): Update: I signed up for the pottery class.")
+            "[Tue 9 May 2023, 13:56 UTC, turn 3] Caroline (user): Update: I signed up for the pottery class.")
         assert contents(svc, "signed the lease")[0] == (
-            "[Wed 10 May 2023, 13:56 UTC] (user) Caroline: I signed the lease.")
+            "[Wed 10 May 2023, 13:56 UTC, turn 1] (user) Caroline: I signed the lease.")
 
 
 def test_the_leaderboard_server_renders_its_window_and_keeps_it_whole(make_app) -> None:
@@ -256,17 +280,22 @@ def test_the_setting_is_a_setting_like_every_other(capsys: pytest.CaptureFixture
                           st.sampled_from(["user", "assistant", "Ana Lee", "Caroline (user)"]),
                           st.sampled_from(["", "Caroline", "Zoë O'Brien"]),
                           st.integers(0, 4_000_000_000_000)), min_size=1, max_size=6),
-       st.sets(st.integers(1, 5)))
+       st.sets(st.integers(1, 5)), st.sets(st.integers(1, 9_999_999), min_size=6, max_size=6),
+       st.sets(st.integers(1, 9_999_999)))
+@example([("0", "user", "", 86_400_000), ("0", "user", "", 0), ("0", "user", "", 86_400_000)],
+         set(), {1, 2, 3, 4, 5, 6}, set())  # days out of order: a day line at each change
 def test_what_the_view_adds_is_never_undercounted(messages: list[tuple[str, str, str, int]],
-                                                  gaps: set[int]) -> None:
+                                                  gaps: set[int], places: set[int],
+                                                  above: set[int]) -> None:
     """The answer window counts a rendered item as its messages' own pieces plus what the view
     adds (`added_pieces`) and its gap lines: never less than the pieces of the item as
     rendered, so the reader never cuts the last item."""
-    shown = [said(text, role, speaker, "conversation" if speaker else "", at, i)
-             for i, (text, role, speaker, at) in enumerate(messages)]
+    turns = sorted(places)[:len(messages)]
+    shown = [said(text, role, speaker, "conversation" if speaker else "", at, i, turn)
+             for i, ((text, role, speaker, at), turn) in enumerate(zip(messages, turns, strict=True))]
     gaps = frozenset(g for g in gaps if g < len(shown))
     counted = sum(pieces(m.content) + 1 for m in shown) + added_pieces(shown) + GAP_PIECES * len(gaps)
-    assert pieces(render(shown, gaps)) <= counted
+    assert pieces(render(shown, gaps, frozenset(above))) <= counted
 
 
 VIEW = ReaderView(Speakers({"caroline": "user"}, {"user": ("caroline",)},
@@ -278,23 +307,26 @@ VIEW = ReaderView(Speakers({"caroline": "user"}, {"user": ("caroline",)},
            ["I went yesterday.", "12 apples two days ago", "Last week, and next Monday."]),
                           st.sampled_from(["user", "assistant", "Ana Lee", "Caroline (user)"]),
                           st.integers(0, 4_000_000_000_000), st.booleans()), min_size=1, max_size=6),
-       st.sets(st.integers(1, 5)))
+       st.sets(st.integers(1, 5)), st.sets(st.integers(1, 9_999_999), min_size=6, max_size=6),
+       st.sets(st.integers(1, 9_999_999)))
 def test_the_fill_counts_an_item_at_least_as_it_renders(messages: list[tuple[str, str, int, bool]],
-                                                        gaps: set[int]) -> None:
+                                                        gaps: set[int], places: set[int],
+                                                        above: set[int]) -> None:
     """What the fill counts for a message before it is rendered (`line_pieces`, a day line for
     each day an item opens) is never less than what the view adds to it rendered: with the
     dates it gives stored at Add, and for a row stored before they were (told NULL)."""
     shown, counted = [], 0
     messages = sorted(messages, key=lambda message: message[2])  # an item is in time order
-    for i, (text, role, at, stored_before) in enumerate(messages):
+    turns = sorted(places)[:len(messages)]
+    for i, ((text, role, at, stored_before), turn) in enumerate(zip(messages, turns, strict=True)):
         told = told_of(text, date_mentions(text, at))
         told_json = None if stored_before else (json.dumps([list(t) for t in told]) if told else "")
         marks = MARK_DATED if told else 0
-        shown.append(VIEW.said(i, text, at, role, "", marks, told_json))
+        shown.append(VIEW.said(i, text, at, role, "", marks, told_json, turn))
         counted += pieces(text) + 1 + VIEW.line_pieces(role, marks, told_json)
     gaps = frozenset(g for g in gaps if g < len(shown))
     counted += len({m.day for m in shown}) * (DAY_TIME_PIECES + 1) + GAP_PIECES * len(gaps)
-    assert pieces(render(shown, gaps)) <= counted
+    assert pieces(render(shown, gaps, frozenset(above))) <= counted
 
 
 def test_an_upgraded_store_shows_no_note_or_name_the_earlier_rules_wrote(tmp_path: Path) -> None:
@@ -318,3 +350,61 @@ def test_an_upgraded_store_shows_no_note_or_name_the_earlier_rules_wrote(tmp_pat
         assert "Morning" not in shown and "Caroline (user)" not in shown  # unnamed until reindex
         svc.reindex()
         assert "] Caroline (user): " in contents(svc, QUESTION["question"])[0]  # found again
+
+
+def test_the_pieces_of_a_session_said_at_one_time_can_be_put_back_in_order(tmp_path: Path) -> None:
+    """A session whose messages share one time (as LoCoMo gives a session), returned as ranked
+    items and a context item: every line says its turn, which is its place in the conversation,
+    read from the first line of a run and the line after each gap, and the context item's gaps
+    say they stand for the turns shown above."""
+    texts = [f"Note {i}: the {'violin' if i in (3, 8) else 'garden'} again, part {i}." for i in range(1, 11)]
+    with closing(MemoryService.open(str(tmp_path / "aml.db"), synchronous="NORMAL")) as svc:
+        svc.answer_window_tokens = 20_000
+        svc.add(parse_add({"user_id": "u", "request_id": "r1", "session_id": "s1", "messages": [
+            {"role": "user" if i % 2 else "assistant", "content": text, "timestamp": MONDAY}
+            for i, text in enumerate(texts)]}, 200))
+        svc.reader_view = True
+        items = contents(svc, "violin", top_k=10)
+    ranked, context = items[:-1], items[-1]
+    assert any("violin" in item for item in ranked) and "garden" in context  # control: both kinds
+    lines = [line for item in items for line in item.split("\n")]
+    turns, turn = {}, 0
+    for line in lines:
+        if line.startswith("…") or line.startswith("[Mon 8 May 2023]"):
+            continue
+        turn = int(line.split("turn ")[1].split()[0].rstrip("]")) if "turn " in line else turn + 1
+        turns[turn] = line
+    assert sorted(turns) == list(range(1, 11))  # each message once, in its place
+    assert all(f"Note {turn}:" in line for turn, line in turns.items())
+    assert context.split("\n").count("… shown above") == 2  # turns 3 and 8, ranked above
+
+
+def _indented_by_the_rule(line: str) -> str:
+    """The rule `_indented` keeps, as one pattern: each run of whitespace ending in a line break
+    before text ends in a space, the run's last character but one giving way where the space
+    would cost the estimate a piece."""
+    def indent(run: re.Match[str]) -> str:
+        text = run.group()
+        return text[:-2] + text[-1] + " " if len(text) % 4 == 2 else text + " "
+    return re.sub(r"\s*[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029](?=\S)", indent, line)
+
+
+TEXTS = st.text(st.sampled_from(["a", "b", " ", "\n", "\t", "\r", "\u2028", "\x85", "\u3000", "\xa0",
+                                 "[", "1", "…"]), max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS, st.sampled_from(["Hi there.", "I went yesterday.", "Last week\nwas busy."]))
+def test_a_text_is_shown_as_the_rule_says_however_it_was_worked_out(text: str, ending: str) -> None:
+    """A text's lines are indented as the rule says, found line break by line break; shown from
+    the held text (`shown_texts`) a message reads as worked out whole."""
+    assert reader_view._indented(text) == _indented_by_the_rule(text)
+    for content in (text + ending, ending + text):
+        whole = said(content, turn=3)
+        held = Said(*[getattr(whole, f) for f in ("id", "content", "timestamp_ms", "role", "speaker",
+                                                   "source", "dates", "names", "turn")],
+                    shown=reader_view._indented(content))
+        for item in ([whole], [whole, whole]):
+            assert render([held] * len(item)) == render(item)
+        raw = f"{reader_view._prefix(whole)}{content}{reader_view._notes(whole)}"
+        assert render([whole]) == _indented_by_the_rule(raw)  # the line indented whole

@@ -328,10 +328,14 @@ REASONS = {("near", False): "a ranked hit", ("near", True): "beside a ranked hit
 
 class Costs(NamedTuple):
     """What the fill counts besides a message's own pieces and its separator: what the reader's
-    view adds to its line (`line`), and to an item each day it opens (`day`)."""
+    view adds to its line (`line`), to an item each day it opens (`day`) and to an item's first
+    line (`first`: its turn); what a gap costs (`gap`: the reader's view says what it stands for,
+    and the turn of the line after it)."""
 
     line: Callable[[Line], int] = lambda line: 0
     day: int = 0
+    gap: int = GAP_PIECES
+    first: int = 0
 
 
 def kept(word_counts: Iterable[int], top_k: int) -> tuple[int, int]:
@@ -372,10 +376,10 @@ class _Fill:
         day = (line.session_id, line.timestamp_ms // 86_400_000)
         cost = line.tokens + 1 + self.costs.line(line) + (day not in self.days) * self.costs.day
         if opens:
-            cost += ITEM_TOKENS
+            cost += ITEM_TOKENS + self.costs.first
         else:  # a message beside one chosen closes a gap, one beside none opens one
             joins = sum(self.outline.links.get((m, d)) in self.order for d in (-1, 1))
-            cost += GAP_PIECES * (1 - joins)
+            cost += self.costs.gap * (1 - joins)
         if cost > self.budget:
             self.refused += 1
             return
@@ -425,7 +429,7 @@ def once(outline: Outline, blocks: list[Block], contents: dict[int, str],
 def context(outline: Outline, hits: Sequence[Sequence[int]], returned: set[int], budget: int,
             slots: int, users: frozenset[str] = USERS, costs: Costs | None = None) -> list[Block]:
     """Context items of messages not in `returned`, within `budget` pieces (each message's, its
-    separator and what `costs` adds; ITEM_TOKENS an item; GAP_PIECES a gap) and `slots` items.
+    separator and what `costs` adds; ITEM_TOKENS an item; `costs.gap` a gap) and `slots` items.
     `hits`: the ranked items' messages, best first; `users`: the roles whose turns the "users"
     phases take (the question's speakers'). Without a hit, the users' turns and then the rest,
     oldest first: a question whose words the memory does not hold may still be answered by it

@@ -7,13 +7,25 @@ otherwise tell when "yesterday" was or who said "I went to a support group": of 
 temporal questions whose answer is a date, the item holding the evidence showed that date in
 none; of the questions that name a speaker, none showed who spoke. So an item reads
 
-    [Mon 8 May 2023, 13:56 UTC] Caroline (user): I went yesterday. [yesterday: Sun 7 May 2023]
+    [Mon 8 May 2023, 13:56 UTC, turn 4] Caroline (user): I went yesterday. [yesterday: Sun 7 May 2023]
 
 and a run of several messages opens with its day and gives each message its time:
 
     [Mon 8 May 2023]
-    13:56 Caroline (user): I went yesterday. [yesterday: Sun 7 May 2023]
+    13:56 turn 4 Caroline (user): I went yesterday. [yesterday: Sun 7 May 2023]
     13:56 Melanie (assistant): That's great!
+    … partly shown above
+    13:57 turn 9 Caroline (user): See you on Sunday.
+
+A message says its place in its session's conversation (`turn`, from 1: storage/views.
+session_places), so that the pieces of one session an answer returns, ranked items and context
+items in relevance order, can be put back in order, also where a session's messages share one
+time (LoCoMo gives a whole session one time, and shows it to the minute): a single message and
+the first line of a run say it, and so does the line after a gap (the lines between follow one
+another). A gap's line `…` says whether the turns it stands for are shown in an item above, left
+out, or partly shown above. On each line, the turn cost the window 6 pieces: BEAM dev's fills
+skip most replies, and in window fell from .959 to .953; said only where the order is not
+already plain, it costs a run 6 pieces and a gap 12 with its line (2 before): .957.
 
 The message's own text stays as it was sent, whole and in one piece (a reader, and the check of
 evidence in results, find it unchanged); what is added goes on its first line before it and on
@@ -41,7 +53,8 @@ import datetime as dt
 import json
 import re
 import sqlite3
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -57,19 +70,29 @@ from aml_retriever.analysis.features import (
 )
 from aml_retriever.analysis.speakers import Speakers
 from aml_retriever.analysis.tokens import pieces
-from aml_retriever.engine.held import content_bytes
+from aml_retriever.engine.held import Held, content_bytes, text_bytes
 from aml_retriever.engine.window import GAP_LINE
 from aml_retriever.storage import speakers as stored
+from aml_retriever.storage import views
 
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # not the locale's (strftime)
 _DAY_MS = 86_400_000
+# The largest place in a session the estimates allow for: a session of ten million messages.
+_MOST_PLACE = 9_999_999
+# What a gap's line says of the turns it stands for: all of them in an item above, none, some.
+_GAP_WORDS = ("shown above", "left out", "partly shown above")
 # The most a day and time take ("[Wed 30 September 2023, 23:59 UTC] "), in pieces
 # (analysis/tokens.pieces); and a time of day as a run's line opens with it ("23:59 ").
-DAY_TIME_PIECES = max(pieces(f"[{day} 30 {month} 2023, 23:59 UTC] ")
+DAY_TIME_PIECES = max(pieces(f"[{day} 30 {month} 2023, 23:59 UTC, turn {_MOST_PLACE}] ")
                       for day in _WEEKDAYS for month in _MONTHS)
 TIME_PIECES = pieces("23:59 ")
+# A turn as the first line of a run and the line after a gap say it ("turn 12 "), at most.
+TURN_PIECES = pieces(f"turn {_MOST_PLACE} ")
+# What a gap's line costs at most with the newline before it (`_gap_line`), and the turn of the
+# line after it.
+GAP_PIECES = max(pieces(f"{GAP_LINE} {where}") for where in _GAP_WORDS) + 1 + TURN_PIECES
 # What the dates a message gives add at most when the row does not say which they are (stored
 # before migration 9, until `reindex`): MOST_TOLD notes of a long phrase and a date each.
 UNKNOWN_NOTES_PIECES = 100
@@ -87,6 +110,8 @@ class Said:
     source: str  # where the name comes from: 'conversation', 'role', 'text' or ''
     dates: tuple[tuple[str, str], ...]  # (as written, the date it is), in text order
     names: tuple[str, ...] = ()  # every name the conversation gives its role, as written
+    turn: int = 0  # its place in its session's conversation, from 1 (0: not known)
+    shown: str = ""  # its text as shown (`shown_texts`), when worked out already
 
     @property
     def day(self) -> str:
@@ -107,16 +132,21 @@ class ReaderView:
     def __init__(self, speakers: Speakers) -> None:
         self.speakers = speakers
         self._by_role = {role: self._speaker_of(role) for role in sorted(GENERIC_ROLES)}
+        written = speakers.written
+        self._names_by_role = {role: tuple(written.get(name, name.title()) for name in names)
+                               for role, names in speakers.names.items()}
 
     @classmethod
     def read(cls, conn: sqlite3.Connection) -> ReaderView:
         return cls(stored.read(conn))
 
     def said(self, message_id: int, content: str, timestamp_ms: int, role: str,
-             signal_keys: str, marks: int, told: str | None) -> Said:
-        """A stored message (with its stored keys, marks and the dates it was found at Add to
-        give relative to its day) as the view shows it. A row stored before those dates were
-        (NULL, until `reindex`) is read again, when marked as stating a date."""
+             signal_keys: str, marks: int, told: str | None, turn: int = 0,
+             shown: str = "") -> Said:
+        """A stored message (with its stored keys, marks, the dates it was found at Add to give
+        relative to its day, and its place in its session) as the view shows it. A row stored
+        before those dates were (NULL, until `reindex`) is read again, when marked as stating a
+        date."""
         speaker, source = self._speaker(role, signal_keys)
         if told is None:
             dates = written_out(content, timestamp_ms) if marks & MARK_DATED else ()
@@ -124,12 +154,17 @@ class ReaderView:
             dates = tuple((phrase, _date(value, kind, phrase))
                           for phrase, kind, value in (json.loads(told) if told else ()))
         names = self._names(role) if source == "conversation" else ()
-        return Said(message_id, content, timestamp_ms, role, speaker, source, dates, names)
+        return Said(message_id, content, timestamp_ms, role, speaker, source, dates, names, turn,
+                    shown)
 
-    def results(self, members: Sequence[int], rows: dict[int, Any]) -> list[Said]:
-        """A ranked result's messages (engine/rows.MessageRow) as the view shows them."""
+    def results(self, members: Sequence[int], rows: dict[int, Any],
+                places: Mapping[str, Mapping[int, int]], shown: Mapping[int, str]) -> list[Said]:
+        """A ranked result's messages (engine/rows.MessageRow) as the view shows them, with
+        their places in their sessions (`turn_places`) and their texts as shown
+        (`shown_texts`)."""
         return [self.said(m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
-                          rows[m].signal_keys, rows[m].marks, rows[m].told) for m in members]
+                          rows[m].signal_keys, rows[m].marks, rows[m].told,
+                          places[rows[m].session_id].get(m, 0), shown.get(m, "")) for m in members]
 
     def line_pieces(self, role: str, marks: int, told: str | None) -> int:
         """At most what the view adds to the line of a message of `role` in a run, besides its
@@ -137,16 +172,15 @@ class ReaderView:
         time, who said it (the longest form: the role's name and the role, the role alone, or
         the role in brackets) and the dates it gives. The space that starts each line of its
         text after the first costs nothing (`_indented`)."""
-        speaker, source = self._speaker_of(role)
+        speaker, source = self._speaker_held(role)
         notes = 0
         if told:
             notes = _pieces(_notes_of(tuple((phrase, _date(value, kind, phrase))
                                             for phrase, kind, value in json.loads(told))))
         elif told is None and marks & MARK_DATED:
             notes = UNKNOWN_NOTES_PIECES
-        who = max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")),
-                  _pieces(_who_of(role, "", "")))
-        return TIME_PIECES + who + 1 + notes  # 1: a text that opens with a digit, after a space
+        return TIME_PIECES + _who_pieces(role, speaker, source) + 1 + notes  # 1: a text that
+        # opens with a digit, after a space
 
     def _speaker(self, role: str, signal_keys: str) -> tuple[str, str]:
         """Who said a message, and how that is known. A text that opens with "Name: " names its
@@ -177,8 +211,7 @@ class ReaderView:
 
     def _names(self, role: str) -> tuple[str, ...]:
         """Every name the conversation gives a role, as written (explain shows them)."""
-        written = self.speakers.written
-        return tuple(written.get(name, name.title()) for name in self.speakers.names.get(role, ()))
+        return self._names_by_role.get(role, ())
 
 
 def _written_speaker(signal_keys: str) -> str:
@@ -189,6 +222,19 @@ def _written_speaker(signal_keys: str) -> str:
     start = at + len(KEY_END + SPEAKER_KEY)
     end = signal_keys.find(KEY_END, start)
     return signal_keys[start:end if end >= 0 else len(signal_keys)]
+
+
+def turn_places(conn: sqlite3.Connection, held: Held,
+                sessions: Iterable[str]) -> dict[str, dict[int, int]]:
+    """The places of the messages of these sessions in their conversations (`Said.turn`): held
+    for the next Searches, read for those not held (a session's ids, one pass of its index)."""
+    return held.many("turn places", sorted(set(sessions)), lambda unread: {
+        session: views.session_places(conn, session) for session in unread}, _places_bytes)
+
+
+def _places_bytes(places: dict[int, int]) -> int:
+    """A session's places: the dict, and each entry's id and place (ints, 32 bytes each)."""
+    return sys.getsizeof(places) + 64 * len(places)
 
 
 def view_bytes(view: ReaderView) -> int:
@@ -211,51 +257,102 @@ def written_out(content: str, timestamp_ms: int) -> tuple[tuple[str, str], ...]:
     return tuple(kept)
 
 
-def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset()) -> str:
+def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset(),
+           above: frozenset[int] = frozenset()) -> str:
     """An item's text in the reader's view: one message on its own, or several of one session,
-    a GAP_LINE before each of `gaps` (the indexes of those after messages left out)."""
+    a gap's line before each of `gaps` (the indexes of those after messages left out), which
+    says how many turns it stands for and how many of them are shown above (`above`: the places
+    of the session's messages in the items before)."""
     if len(messages) == 1:
-        return _indented(f"{_prefix(messages[0])}{messages[0].content}{_notes(messages[0])}")
+        return _line(_prefix(messages[0]), messages[0])
     lines, day = [], ""
     for i, message in enumerate(messages):
         if i in gaps:
-            lines.append(GAP_LINE)
+            lines.append(_gap_line(messages[i - 1].turn, message.turn, above))
         if message.day != day:
             day = message.day
             lines.append(f"[{day}]")
-        lines.append(_indented(f"{message.time} {_who(message)}{message.content}{_notes(message)}"))
+        turn = _turn(message) if i == 0 or i in gaps else ""
+        lines.append(_line(f"{message.time} {turn}{_who(message)}", message))
     return "\n".join(lines)
 
 
-# Every character that ends a line (str.splitlines), each a whitespace character; and a run of
-# whitespace ending in one before text: where a line of a message's text would start.
+def _line(head: str, message: Said) -> str:
+    """A message's line: what the view writes before its text (`head`: no line break), the text
+    as shown (`Said.shown`, else worked out), its notes. A text that opens with whitespace is
+    indented with the head's last space, as one line."""
+    if message.content[:1].isspace():
+        return _indented(f"{head}{message.content}{_notes(message)}")
+    return f"{head}{message.shown or _indented(message.content)}{_indented(_notes(message))}"
+
+
+def shown_texts(held: Held, texts: Mapping[int, str]) -> dict[int, str]:
+    """The texts of these messages that hold a line break as the view shows them (`_indented`),
+    held for the next Searches: a Search with the window shows thousands of messages, mostly
+    the same each question, and indenting a BEAM message's 30 lines costs 30 us."""
+    broken = [m for m, text in texts.items() if not text.isprintable()]
+    return held.many("shown texts", broken, lambda unread: {
+        m: _indented(texts[m]) for m in unread}, text_bytes) if broken else {}
+
+
+def _turn(message: Said) -> str:
+    return f"turn {message.turn} " if message.turn else ""
+
+
+def _gap_line(before: int, after: int, above: frozenset[int]) -> str:
+    """The line of a gap between the turns at places `before` and `after` of a session: whether
+    an item above shows the turns it stands for (all, none or some); their count is read from
+    the turns either side."""
+    if not 0 < before < after - 1:
+        return GAP_LINE
+    shown = sum(before < place < after for place in above)
+    where = _GAP_WORDS[0] if shown == after - before - 1 else _GAP_WORDS[2] if shown else _GAP_WORDS[1]
+    return f"{GAP_LINE} {where}"
+
+
+# Every character that ends a line (str.splitlines), each a whitespace character; and one
+# before text: where a line of a message's text would start.
 _BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
-_LINE_START = re.compile(rf"\s*[{_BREAKS}](?=\S)")
+_LINE_START = re.compile(rf"[{_BREAKS}](?=\S)")
 
 
 def _indented(line: str) -> str:
     """A message's line with each line of its text after the first starting with a space, so
     that none can take the form of a line the view writes (a day, a time, `…`, all at the
-    start of their line). A text holding no line break is unchanged."""
-    return line if line.isprintable() else _LINE_START.sub(_indent, line)
+    start of their line). A text holding no line break is unchanged. Each line start is found
+    by its line break alone and its run of whitespace walked back from it: one pattern of
+    `\\s*` before the break, tried at every character, took 75 us a BEAM message of 2.7 kB (31
+    us so), and a Search with the window shows thousands (`shown_texts` holds them)."""
+    if line.isprintable():
+        return line
+    parts, done = [], 0
+    for found in _LINE_START.finditer(line):
+        end = found.end()
+        start = found.start()
+        while start > done and line[start - 1].isspace():
+            start -= 1
+        parts += [line[done:start], _indent(line[start:end])]
+        done = end
+    parts.append(line[done:])
+    return "".join(parts)
 
 
-def _indent(run: re.Match[str]) -> str:
+def _indent(run: str) -> str:
     """A run of whitespace ending in a line break, ending in a space instead of before the
     text. The reader's estimate costs a run of whitespace by its length (tokens.pieces: one
     piece up to 2 characters, one more each 4 after), so the space is added where that costs
     nothing, and otherwise takes the place of the run's last character but one (the line break
     before the text is kept): "\n" -> "\n ", "\n\n" -> "\n "."""
-    text = run.group()
-    if len(text) % 4 == 2:
-        return text[:-2] + text[-1] + " "
-    return text + " "
+    if len(run) % 4 == 2:
+        return run[:-2] + run[-1] + " "
+    return run + " "
 
 
 def _prefix(message: Said) -> str:
     """What goes before a message's text: its day and time as a single message shows them
     (a run's lines show less), and who said it."""
-    return f"[{message.day}, {message.time} UTC] {_who(message)}"
+    turn = f", turn {message.turn}" if message.turn else ""
+    return f"[{message.day}, {message.time} UTC{turn}] {_who(message)}"
 
 
 def _notes(message: Said) -> str:
@@ -271,18 +368,26 @@ def _notes_of(dates: Sequence[tuple[str, str]]) -> str:
 
 def added_pieces(messages: Sequence[Said]) -> int:
     """The pieces (analysis/tokens.pieces) of what `render` adds to the messages' own texts,
-    counted piece by piece (never less than within the whole): a run's day lines, each message's
-    day and time (at most a single message's: DAY_TIME_PIECES), who said it, the dates written
-    out. Not its gap lines (window.GAP_PIECES each)."""
-    headers = (len({m.day for m in messages}) * (DAY_TIME_PIECES + 1)) if len(messages) > 1 else 0
-    return headers + sum(DAY_TIME_PIECES + _pieces(_who(m)) + 1  # 1: see line_pieces
-                         + (_pieces(_notes(m)) if m.dates else 0) for m in messages)
+    counted piece by piece (never less than within the whole): a single message's header, or a
+    run's day lines and each line's time, turn and speaker; the dates written out. Not its gap
+    lines (GAP_PIECES each). Counted as written, the turn's digits included: counted at their
+    most (DAY_TIME_PIECES a message), a ranked front of long messages left no room for context
+    in a window of 12,000 tokens (Hindi chat)."""
+    if len(messages) == 1:
+        heads = [_pieces(_prefix(messages[0]))]
+    else:
+        days = [m.day for m in messages]
+        heads = [_pieces(f"[{day}]") + 1 for i, day in enumerate(days) if i == 0 or day != days[i - 1]]
+        heads += [_pieces(f"{m.time} {_turn(m)}{_who(m)}") for m in messages]
+    return sum(heads) + sum(1 + (_pieces(_notes(m)) if m.dates else 0)  # 1: see line_pieces
+                            for m in messages)
 
 
 def added(messages: Sequence[Said]) -> list[dict[str, Any]]:
     """What the view added to each message, for `explain`: its speaker, where the name comes
     from, and every name the conversation gives its role (`speaker` the one shown of them)."""
-    return [{"message_id": f"m{m.id}", "said_at": iso_utc(m.timestamp_ms), "role": m.role,
+    return [{"message_id": f"m{m.id}", "said_at": iso_utc(m.timestamp_ms), "turn": m.turn or None,
+             "role": m.role,
              "speaker": m.speaker or None, "speaker_from": m.source or None,
              "speaker_names": list(m.names),
              "dates": [{"written": phrase, "date": date} for phrase, date in m.dates]}
@@ -316,6 +421,7 @@ def _who_of(role: str, speaker: str, source: str) -> str:
 _PLAIN_ROLE = re.compile(r"[^\W\d_][^\W_]*(?:[ '’.-]+[^\W_]+)*\.?")
 
 
+@lru_cache(maxsize=4096)
 def _date(value: str, kind: str, phrase: str) -> str:
     """A told date (dates.DateMention.told, as stored) as a reader reads it: a day with its
     weekday, a month, a year; a week as the week of its Monday, a weekend as that of its
@@ -407,6 +513,14 @@ def _year(year: int) -> str:
 def _day(days: int) -> str:
     """A day since 1 January 1970 as a reader reads it (an answer's messages share few days)."""
     return _weekday(dt.date(1970, 1, 1) + dt.timedelta(days=days))
+
+
+@lru_cache(maxsize=1024)
+def _who_pieces(role: str, speaker: str, source: str) -> int:
+    """The most pieces who said a message of `role` may take (the role's name and the role, the
+    role alone, or the role in brackets): asked for every line the fill offers."""
+    return max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")),
+               _pieces(_who_of(role, "", "")))
 
 
 @lru_cache(maxsize=4096)

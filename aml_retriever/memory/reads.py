@@ -51,14 +51,20 @@ class Reads(Part):
                 results = retrieval.run(query_plan, request.top_k, request.session_id, max_words)
                 view = (held.one("reader view", None, lambda: ReaderView.read(conn),
                                  reader_view.view_bytes) if self.service.reader_view else None)
-                shown = [view.results(r.candidate.members, retrieval.rows) if view else None
-                         for r in results]
+                places = reader_view.turn_places(conn, held, (
+                    retrieval.rows[m].session_id for r in results for m in r.candidate.members)
+                ) if view else {}
+                texts = reader_view.shown_texts(held, {
+                    m: retrieval.rows[m].content for r in results for m in r.candidate.members}
+                ) if view else {}
+                shown = [view.results(r.candidate.members, retrieval.rows, places, texts)
+                         if view else None for r in results]
                 data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
                 if self.service.answer_window_tokens:
                     data, words = self._fill(conn, request, retrieval, results, data, max_words,
-                                             view, shown)
+                                             view, shown, places)
         self.service.held.settle()
         found: dict[str, Any] = {"data": data}
         if max_words:
@@ -67,8 +73,8 @@ class Reads(Part):
 
     def _fill(self, conn: sqlite3.Connection, request: SearchRequest, retrieval: Retrieval,
               results: list[Result], data: list[dict[str, Any]], max_words: int | None,
-              view: ReaderView | None,
-              shown: list[list[Said] | None]) -> tuple[list[dict[str, Any]], int]:
+              view: ReaderView | None, shown: list[list[Said] | None],
+              places: dict[str, dict[int, int]]) -> tuple[list[dict[str, Any]], int]:
         """The ranked evidence's front, then context up to the answer window (window.py), less
         what the reader's prompt holds besides (window.prompt_pieces); a `max_words` budget
         bounds the whole answer too (the messages' own words). The window is counted in pieces
@@ -93,7 +99,8 @@ class Reads(Part):
         costs = window.Costs()
         if view is not None:
             costs = window.Costs(lambda line: view.line_pieces(line.role, line.marks, line.told),
-                                 reader_view.DAY_TIME_PIECES + 1)
+                                 reader_view.DAY_TIME_PIECES + 1, reader_view.GAP_PIECES,
+                                 reader_view.TURN_PIECES)
         # A query without any word (only marks or emoji) fills no context: nothing says what
         # of the memory it asks for. Its ranked front is still held to the window (it was not,
         # and an answer of emoji messages read 39,252 tokens of a 1,500-token window).
@@ -111,7 +118,14 @@ class Reads(Part):
         if max_words is not None:
             blocks, used = _within(outline, blocks,
                                    {m: reading_words(stored[m][1]) for m in stored}, max_words, used)
-        context = self._context_items(blocks, stored, outline, view, request.explain)
+        if view is not None:
+            places.update(reader_view.turn_places(conn, retrieval.held, (
+                outline.lines[block.ids[0]].session_id for block in blocks)))
+        above = _above(places, {m: rows[m].session_id for m in returned})
+        texts = reader_view.shown_texts(retrieval.held, {
+            m: stored[m][1] for block in blocks for m in block.ids}) if view else {}
+        context = self._context_items(blocks, stored, outline, view, request.explain, places,
+                                      above, texts)
         return [data[i] for i in front] + context, used
 
     @staticmethod
@@ -129,20 +143,26 @@ class Reads(Part):
         return outline
 
     def _context_items(self, blocks: list[window.Block], stored: dict[int, tuple[Any, ...]],
-                       outline: window.Outline, view: ReaderView | None,
-                       explain: bool) -> list[dict[str, Any]]:
+                       outline: window.Outline, view: ReaderView | None, explain: bool,
+                       places: dict[str, dict[int, int]], above: dict[str, frozenset[int]],
+                       texts: dict[int, str]) -> list[dict[str, Any]]:
         """Context items as answer items: each its session's messages the fill chose, whole,
-        joined as a window's are (or as the reader's view shows them), a GAP_LINE where it
-        leaves messages out; with their provenance; a score of 0 (they are not ranked), after
-        every ranked item."""
+        joined as a window's are (or as the reader's view shows them, with the places of its
+        session's messages the ranked front shows, `above`), a GAP_LINE where it leaves messages
+        out; with their provenance; a score of 0 (they are not ranked), after every ranked
+        item."""
         items = []
         for block in blocks:
             first = outline.lines[block.ids[0]]
-            said = [view.said(*stored[m]) for m in block.ids] if view else []
+            session = places.get(first.session_id, {})
+            said = [view.said(*stored[m], session.get(m, 0), texts.get(m, ""))
+                    for m in block.ids] if view else []
             item: dict[str, Any] = {
                 "id": f"c{block.ids[0]}" if len(block.ids) == 1 else
                       f"c{block.ids[0]}-{block.ids[-1]}",
-                "content": reader_view.render(said, block.gaps) if view else
+                "content": reader_view.render(said, block.gaps,
+                                              above.get(first.session_id, frozenset()))
+                           if view else
                            _joined([stored[m][1] for m in block.ids], block.gaps),
                 "score": 0.0, "created_at": iso_utc(first.timestamp_ms),
                 "role": ",".join(dict.fromkeys(outline.lines[m].role for m in block.ids)),
@@ -318,3 +338,15 @@ def message_row(row: tuple[Any, ...]) -> dict[str, Any]:
             "trust": trust, "recorded_at": iso_utc(recorded), "valid_from": iso_utc(valid),
             "retired_at": iso_utc(retired) if retired is not None else None,
             "superseded_by": f"m{superseded_by}" if superseded_by is not None else None}
+
+
+def _above(places: dict[str, dict[int, int]], shown: dict[int, str]) -> dict[str, frozenset[int]]:
+    """The places of the messages the ranked front shows (`shown`: each with its session), by
+    session: what a context item's gap lines count as shown above."""
+    found: dict[str, set[int]] = {}
+    for m, session in shown.items():
+        place = places.get(session, {}).get(m)
+        if place:
+            found.setdefault(session, set()).add(place)
+    return {session: frozenset(found_places) for session, found_places in found.items()}
+

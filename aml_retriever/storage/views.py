@@ -223,3 +223,12 @@ def windows_joining(hits: dict[int, Turn], sizes: Iterable[int]) -> set[tuple[in
                     for end in range(later, min(at + size, len(run))):
                         found.add(run[max(0, end - size + 1):end + 1])
     return found
+
+
+def session_places(conn: sqlite3.Connection, session_id: str) -> dict[int, int]:
+    """Each stored message of a session by its place in the conversation, from 1 (the order of
+    the conversation index: time, `said`, id), so that a reader can put the pieces of one session
+    an answer returns back in order when their times are the same."""
+    return {m: place for place, (m,) in enumerate(conn.execute(
+        "SELECT id FROM messages INDEXED BY messages_by_session WHERE session_id = ? "
+        "ORDER BY timestamp_ms, said, id", (session_id,)), 1)}
