@@ -9,6 +9,7 @@ a missing confirmation).
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import json
 import logging
@@ -43,7 +44,7 @@ from aml_retriever.memory.lifecycle import Statements
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_user
 from aml_retriever.progress import Progress
-from aml_retriever.settings import SETTINGS, Config, Setting, load, parse_weights
+from aml_retriever.settings import SETTINGS, Config, Setting, coerce, load, parse_weights
 from aml_retriever.storage import audit
 from aml_retriever.storage.backup import backup
 from aml_retriever.storage.store import Store
@@ -72,7 +73,25 @@ class Parser(argparse.ArgumentParser):
     to read more."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)} "
+                     f"(see {self.prog} --help)\n")
+
+    def _suggestion(self, message: str) -> str:
+        """For an option no command takes, the nearest one that some command does ("--prot":
+        did you mean --port?)."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        known = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for command in action.choices.values():
+                    known |= set(command._option_string_actions)
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.75)
+                if close:
+                    return f"; did you mean {close[0]}?"
+        return ""
 
 
 def _positive(text: str) -> int:
@@ -124,8 +143,19 @@ def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
         parser.add_argument(setting.flag, dest=setting.name, action=argparse.BooleanOptionalAction,
                             default=None, help=help_text)
     else:
-        parser.add_argument(setting.flag, dest=setting.name, type=setting.kind, default=None,
-                            metavar=setting.name.upper(), help=help_text)
+        parser.add_argument(setting.flag, dest=setting.name, type=_flag_value(setting),
+                            default=None, metavar=setting.name.upper(), help=help_text)
+
+
+def _flag_value(setting: Setting) -> Callable[[str], Any]:
+    """A setting's value given as a flag, checked as a config file's is: a value out of range is
+    a usage error as one that is no number is (`--port 70000` and `--port abc` both exit 2)."""
+    def parse(text: str) -> Any:
+        try:
+            return coerce(setting, text)
+        except InvalidField as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def _command(commands: Any, name: str, summary: str, description: str,
@@ -268,13 +298,17 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
                         help="reject this statement; repeatable")
 
     audit_log = _command(commands, "audit", "print a user's audit log (never content) as JSON",
-                         "Print one page of a user's append-only audit log, oldest first: time, "
-                         "action, actor, message ids, request id, keyed content hash.",
+                         "Print one page of a user's append-only audit log, newest first as the "
+                         "inspector shows it (--order oldest: as written, as HTTP pages it by "
+                         "default): time, action, actor, message ids (an agent memory's as its "
+                         "statements, local:12), request id, keyed content hash.",
                          "python3 -m aml_retriever audit --db ./aml.db --user user-1 --limit 50")
     _read_store_options(audit_log)
     audit_log.add_argument("--cursor", type=int, default=0,
                            help="next_cursor of the previous page (default: from the start)")
     audit_log.add_argument("--limit", type=int, default=100, help="events at most (1 to 1000)")
+    audit_log.add_argument("--order", choices=("newest", "oldest"), default="newest",
+                           help="newest first (default) or oldest first")
 
     history = _command(commands, "history", "print every version of a statement and its events",
                        "Print the versions of one statement (what it replaced, what replaced it), "
@@ -406,6 +440,7 @@ def _serve(args: argparse.Namespace) -> int:
     from aml_retriever.processes import serve_processes, usable_cores
 
     config = _settings(args)
+    _require_folder(config.db_path)
     logs.configure(config.log_level, config.log_format)
     if config.processes == 0:
         config = config.with_values(processes=min(64, usable_cores()))
@@ -478,7 +513,9 @@ def _stats(args: argparse.Namespace) -> int:
 def _reindex(args: argparse.Namespace) -> int:
     store, config = _store(args)
     try:
-        with store.exclusive():
+        # A reindex rewrites every user's derived rows; the server's Searches stay right
+        # meanwhile without it, so nothing need be done in its place.
+        with store.exclusive("a running server answers as before; reindex once it is stopped"):
             shown = Progress("reindex", "users", len(store.shard_paths()), args.quiet)
             done = MemoryService(store, retrieval=config.retrieval()).reindex(
                 lambda done, _: shown.step(done))
@@ -513,6 +550,16 @@ def _memory(args: argparse.Namespace, config: Config | None = None) -> ScopedMem
                            retrieval=memory_retrieval(config.retrieval(),
                                                       parse_weights(config.signal_weights)),
                            proposed=config.proposed_statements, synchronous=config.synchronous)
+
+
+def _require_folder(path: str) -> None:
+    """Refuse to serve a store in a folder that does not exist: the store file is made where
+    there is none (a first run), its folder never (a mistyped --db would serve an empty store:
+    every Search empty, as sqlite-utils and datasette refuse too)."""
+    folder = Path(os.path.abspath(path)).parent
+    if not folder.is_dir():
+        raise InvalidField(f"--db {path}: the folder {folder} does not exist (check --db, or make "
+                           f"the folder first: mkdir -p '{folder}')", "db")
 
 
 def _require_store(path: str) -> None:
@@ -574,8 +621,12 @@ def _audit(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= audit.MAX_PAGE or args.cursor < 0:
         raise InvalidField(f"--limit must be from 1 to {audit.MAX_PAGE} and --cursor at least 0",
                            "limit")
+    scope = _memory_scope(args)
     with _service(args) as service:
-        _print(service.audit(args.user, args.cursor, args.limit))
+        page = service.audit(args.user, args.cursor, args.limit, newest=args.order == "newest")
+    if scope:
+        page["events"] = [event_of(scope, event) for event in page["events"]]
+    _print(page)
     return 0
 
 

@@ -43,7 +43,8 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", "127.0.0.1", str, "address to bind"),
     Setting("port", 8080, int, "TCP port to bind (0 picks a free one)", minimum=0, maximum=65535),
-    Setting("db_path", "./aml.db", str, "store path: the catalog file; user files live in PATH.users/"),
+    Setting("db_path", "./aml.db", str, "store path: the catalog file; user files live in PATH.users/ "
+            "(made on first use; its folder must exist)"),
     Setting("api_key", "", str, "API key required on every endpoint but /health", secret=True),
     Setting("allow_unauthenticated", False, bool, "allow binding a non-loopback address without a key"),
     Setting("max_body_bytes", 1_048_576, int, "largest request body accepted (413 beyond)",

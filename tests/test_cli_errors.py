@@ -24,13 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # a usage error: argparse exits 2
+        code = exc.code if isinstance(exc.code, int) else 1
     return code, capsys.readouterr().err
 
 
 def one_line_error(err: str) -> str:
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert len(lines) == 1 and (lines[0].startswith("error: ") or ": error: " in lines[0]), err
     assert "Traceback" not in err
     return lines[0]
 
@@ -44,22 +47,30 @@ def store(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["serve", "--port", "99999"], "port must be at most 65535"),
-    (["serve", "--port", "-1"], "port must be at least 0"),
-    (["serve", "--config", "{missing}"], "cannot be opened: No such file or directory"),
-    (["serve", "--config", "{bad_json}"], "is not valid JSON"),
-    (["serve", "--config", "{big_port}"], "port must be at most 65535"),
-    (["serve", "--db", "{a_file}/sub/aml.db"], "cannot make the directory of the store"),
+@pytest.mark.parametrize("argv, says, code", [
+    # A flag's bad value is a usage error (2), out of range as not a number; a config file's is
+    # a start that cannot be made (1).
+    (["serve", "--port", "99999"], "argument --port: port must be at most 65535", 2),
+    (["serve", "--port", "-1"], "argument --port: port must be at least 0", 2),
+    (["serve", "--port", "abc"], "argument --port: port must be a number", 2),
+    (["serve", "--prot", "8080"], "unrecognized arguments: --prot 8080; did you mean --port?", 2),
+    (["stats", "--dbb", "x"], "did you mean --db?", 2),
+    (["serve", "--config", "{missing}"], "cannot be opened: No such file or directory", 1),
+    (["serve", "--config", "{bad_json}"], "is not valid JSON", 1),
+    (["serve", "--config", "{big_port}"], "port must be at most 65535", 1),
+    (["serve", "--db", "{a_file}/sub/aml.db"], "the folder", 1),
+    (["serve", "--db", "{typo}/aml.db"], "does not exist (check --db, or make the folder first", 1),
 ])
-def test_serve_refuses_a_bad_setting_or_path_in_one_line(tmp_path, capsys, argv, says):
+def test_serve_refuses_a_bad_setting_or_path_in_one_line(tmp_path, capsys, argv, says, code):
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "big.json").write_text(json.dumps({"port": 70000}))
     (tmp_path / "afile").write_text("")
     names = {"missing": tmp_path / "missing.json", "bad_json": tmp_path / "bad.json",
-             "big_port": tmp_path / "big.json", "a_file": tmp_path / "afile"}
-    code, err = run(capsys, *(a.format(**names) for a in argv))
-    assert code == 1 and says in one_line_error(err)
+             "big_port": tmp_path / "big.json", "a_file": tmp_path / "afile",
+             "typo": tmp_path / "no" / "such"}
+    exit_code, err = run(capsys, *(a.format(**names) for a in argv))
+    assert exit_code == code and says in one_line_error(err)
+    assert not (tmp_path / "no").exists()  # a mistyped folder is never made
 
 
 @pytest.mark.parametrize("command", [["stats"], ["delete-user", "--user", "alice"], ["reindex"],

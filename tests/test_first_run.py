@@ -4,10 +4,18 @@ and the two READMEs show the same commands."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
+
+from conftest import Client
+
+from aml_retriever.memory.service import MemoryService
+from aml_retriever.memory.validation import parse_add
 
 ROOT = Path(__file__).resolve().parent.parent
 README_URL = "http://127.0.0.1:8080"
@@ -105,3 +113,65 @@ def test_the_key_workflow_shows_the_key_and_keeps_it_off_the_process_list(tmp_pa
     key = re.search(r"API key: ([0-9a-f]{32})", done.stdout)
     assert key, done.stdout + done.stderr
     assert '"users"' in done.stdout and "curl:" not in done.stderr
+
+
+def readme_block(first: str) -> str:
+    """The README's bash block that opens with the line `first`."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```bash\n" + first) + len("```bash\n")
+    return text[start:text.index("```", start)]
+
+
+def run_block(block: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-c", block], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_whole_store_is_restored_from_its_backup_as_the_readme_says(tmp_path):
+    with closing(MemoryService.open(str(tmp_path / "aml.db"))) as service:
+        service.add(parse_add({"user_id": "user-1", "request_id": "r1", "session_id": "s1", "messages": [
+            {"role": "user", "content": "Kept in the backup."}]}, 200))
+    assert run_block("python3 -m aml_retriever backup --db ./aml.db --to ./backups/today",
+                     tmp_path).returncode == 0
+    with closing(MemoryService.open(str(tmp_path / "aml.db"))) as service:  # after the backup
+        service.delete_user("user-1")
+        service.add(parse_add({"user_id": "user-2", "request_id": "r1", "session_id": "s1", "messages": [
+            {"role": "user", "content": "Said after the backup."}]}, 200))
+        assert texts(service, "user-1") == []  # control: lost before the restore
+    done = run_block(readme_block("mkdir -p ./replaced"), tmp_path)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    with closing(MemoryService.open(str(tmp_path / "aml.db"))) as service:
+        assert texts(service, "user-1") == ["Kept in the backup."]
+        assert texts(service, "user-2") == []
+    with closing(MemoryService.open(str(tmp_path / "replaced" / "aml.db"))) as service:
+        assert texts(service, "user-2") == ["Said after the backup."]  # moved aside, not lost
+
+
+def test_one_user_is_restored_beside_a_running_server_as_the_readme_says(tmp_path, app):
+    c = Client(app.port)
+    assert c.add("user-1", "r1", ["Kept in the backup."]).status == 200
+    assert c.add("user-2", "r1", ["Another user, untouched."]).status == 200
+    assert run_block("python3 -m aml_retriever backup --db ./aml.db --to ./backups/today",
+                     tmp_path).returncode == 0
+    assert c.add("user-1", "r2", ["Said after the backup."]).status == 200
+    assert c.add("user-2", "r2", ["Also after the backup."]).status == 200
+    done = run_block(readme_block("python3 -m aml_retriever export --db ./backups/today")
+                     .replace(README_URL, f"http://127.0.0.1:{app.port}"), tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    def held(user: str) -> list[str]:
+        return [m["content"] for m in c.request("GET", f"/users/{user}/messages").body["messages"]]
+
+    assert held("user-1") == ["Kept in the backup."]
+    assert sorted(held("user-2")) == ["Also after the backup.", "Another user, untouched."]  # control
+    c.close()
+
+
+def texts(service: MemoryService, user: str) -> list[str]:
+    """A user's messages as stored, oldest first ([] when the user has no file)."""
+    path = service.store.shard_path(user)
+    if not path.exists():
+        return []
+    with closing(sqlite3.connect(path)) as conn:
+        return [text for (text,) in conn.execute("SELECT content FROM messages ORDER BY id")]

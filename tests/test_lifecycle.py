@@ -99,8 +99,18 @@ def test_cli_purge_needs_yes_and_refuses_while_a_server_runs(app, client, capsys
     client.add("alice", "r1", ["purge target"])
     assert main(["purge", "--db", str(app.store.path)]) == 2
     assert main(["purge", "--db", str(app.store.path), "--yes"]) == 1
-    assert "in use by a running server" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "in use by a running server" in err and "DELETE /users/{user_id}" in err
     assert client.contents("alice", "purge") == ["purge target"]
+
+
+def test_cli_reindex_beside_a_running_server_is_refused_without_advice_to_delete(app, client, capsys):
+    client.add("alice", "r1", ["reindex target"])
+    assert main(["reindex", "--db", str(app.store.path), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "in use by a running server; stop it first" in err
+    assert "DELETE" not in err and "delete" not in err  # (the advice copied from purge said so)
+    assert client.contents("alice", "reindex") == ["reindex target"]
 
 
 def test_cli_purge_empties_the_store(tmp_path, capsys):

@@ -198,7 +198,8 @@ def test_entrypoint_runs_anything_else_as_given_and_serves_by_default():
 
 
 def test_entrypoint_passes_exit_codes_through():
-    assert run("print-config", "--workers", "0").returncode == 1
+    assert run("print-config", "--config", "/nonexistent/aml.json").returncode == 1
+    assert run("print-config", "--workers", "0").returncode == 2
 
 
 def health(pid: int) -> subprocess.CompletedProcess[str]:

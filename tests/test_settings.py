@@ -82,8 +82,13 @@ def test_print_config_names_the_layer_of_every_value(tmp_path, capsys):
     assert shown["host"] == {"value": "127.0.0.1", "from": "default"}
 
 
-def test_a_refused_setting_exits_1_by_name(capsys):
+def test_a_refused_setting_is_named_a_usage_error_as_a_flag_and_exit_1_in_a_file(capsys, tmp_path):
     from aml_retriever.cli import main
 
-    assert main(["print-config", "--workers", "0"]) == 1
+    with pytest.raises(SystemExit) as exited:  # a flag's value: usage, as `--workers x` is
+        main(["print-config", "--workers", "0"])
+    assert exited.value.code == 2 and "workers must be at least 1" in capsys.readouterr().err
+    config_file = tmp_path / "c.json"
+    config_file.write_text(json.dumps({"workers": 0}))
+    assert main(["print-config", "--config", str(config_file)]) == 1
     assert "workers must be at least 1" in capsys.readouterr().err

@@ -310,9 +310,13 @@ def test_a_person_reviews_proposals_from_the_command_line(tmp_path, capsys):
     assert code == 0 and json.loads(out)["rejected"][0]["content"] == "The user likes coffee."
     code, out, _ = run_cli(capsys, "review", "--db", db)
     assert json.loads(out)["proposed"] == []
-    code, out, _ = run_cli(capsys, "audit", "--db", db)
+    code, out, _ = run_cli(capsys, "audit", "--db", db)  # newest first, as the inspector lists
     events = json.loads(out)["events"]
-    assert [(e["action"], e["actor"]) for e in events][-2:] == [("confirm", "cli"), ("reject", "cli")]
+    assert [(e["action"], e["actor"]) for e in events][:2] == [("reject", "cli"), ("confirm", "cli")]
+    assert [e["message_ids"] for e in events][:2] == [["local:2"], ["local:1"]]  # agents' ids
+    code, out, _ = run_cli(capsys, "audit", "--db", db, "--order", "oldest")
+    oldest = json.loads(out)["events"]
+    assert oldest == events[::-1] and oldest[0]["action"] == "remember"
     code, out, _ = run_cli(capsys, "history", "--db", db, "2")
     assert [e["action"] for e in json.loads(out)["events"]] == ["remember", "reject"]
     code, _, err = run_cli(capsys, "review", "--db", str(tmp_path / "missing.db"))
@@ -343,7 +347,8 @@ def test_export_renders_one_scope_newest_first_with_the_handoff_first(tmp_path, 
     assert code == 0 and len(items) == 3
     assert "Next: write the migration." in items[0] and "Second decision" in items[1]
     assert items[2].endswith("First decision: use SQLite.")  # one line per statement
-    assert all("Ana" not in line for line in lines)  # only the scope asked for
+    assert all("Ana" not in line for line in lines)  # only the scope asked for, and it says so:
+    assert lines[0] == "# Memory (local: this project's)" and "`--scope global`" in lines[2]
     code, printed, _ = run_cli(capsys, "export", "--markdown", "--project-root", str(tmp_path / "p"),
                                "--global-root", str(tmp_path / "a"), "--scope", "global")
     assert "The user is called Ana." in printed

@@ -132,6 +132,8 @@ def default_global_root(environ: Mapping[str, str] | None = None, platform: str 
     return home / ".local" / "share" / APP_NAME
 
 
+# Whose each memory is, as a rendering says.
+_SCOPE_OWNERS = {"local": "this project's", "global": "the account's, shared by every project"}
 # What DIR/.aml/.gitignore holds: everything in the folder, itself included, is ignored.
 LOCAL_GITIGNORE = "# Written by aml_retriever: the project memory is not source.\n*\n"
 
@@ -412,9 +414,11 @@ class ScopedMemory:
     def markdown(self, scope: str) -> str:
         """One memory as a readable document (MEMORY.md): its current statements newest first,
         one a line with id, kind and time, this project's handoff first. Never read back."""
-        lines = [f"# Memory ({scope})", "",
-                 "Rendered by `aml_retriever export`; the memory itself lives in the store. "
-                 "Newest first.", ""]
+        other = "global" if scope == "local" else "local"
+        lines = [f"# Memory ({scope}: {_SCOPE_OWNERS[scope]})", "",
+                 f"Rendered by `aml_retriever export`: the {scope} memory only (`--scope {other}` "
+                 f"renders the {other} one, {_SCOPE_OWNERS[other]}); the memory itself lives in "
+                 "the store. Newest first.", ""]
         cursor = None
         while True:
             page = self.recent(TOP_K_MAX, scope, None, cursor)

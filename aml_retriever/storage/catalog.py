@@ -164,16 +164,16 @@ class ServerLock:
         fcntl.flock(self._shared, fcntl.LOCK_SH)
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """Hold the store alone for the block, or refuse at once while a server holds it."""
+    def exclusive(self, instead: str = "") -> Iterator[None]:
+        """Hold the store alone for the block, or refuse at once while a server holds it,
+        saying what may be done meanwhile (`instead`, the operation's own advice)."""
         fd = os.open(self._path, os.O_RDONLY)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise StoreError("the store is in use by a running server; stop it first "
-                                 "(or delete users one by one with DELETE /users/{user_id})",
-                                 "db") from None
+                raise StoreError("the store is in use by a running server; stop it first"
+                                 + (f" ({instead})" if instead else ""), "db") from None
             yield
         finally:
             os.close(fd)

@@ -87,8 +87,8 @@ class Store:
     def hold_shared(self) -> None:
         self._lock.hold_shared()
 
-    def exclusive(self) -> AbstractContextManager[None]:
-        return self._lock.exclusive()
+    def exclusive(self, instead: str = "") -> AbstractContextManager[None]:
+        return self._lock.exclusive(instead)
 
     # ---- user files (user_files.py) ------------------------------------------------------
 
@@ -166,7 +166,7 @@ class Store:
 
     def purge(self) -> int:
         """Remove every user file. Refused while a server holds the store. Returns files removed."""
-        with self.exclusive():
+        with self.exclusive("or delete users one by one with DELETE /users/{user_id}"):
             self.close()
             return self._files.remove_all()
 
