@@ -31,12 +31,17 @@ def paused_open(store: Store) -> tuple[threading.Event, threading.Event]:
     return entered, proceed
 
 
-def test_a_file_being_opened_is_not_removed_under_it(tmp_path: Path) -> None:
+def unused_file(tmp_path: Path) -> tuple[Store, Path]:
+    """A store whose user "ana" has a file that no connection holds."""
     store = Store(tmp_path / "aml.db")
     with store.connection("ana", create=True):
         pass
     store.release_idle()
-    path = store.shard_path("ana")
+    return store, store.shard_path("ana")
+
+
+def test_a_file_being_opened_is_not_removed_under_it(tmp_path: Path) -> None:
+    store, path = unused_file(tmp_path)
     assert store.remove_emptied("ana") and not path.exists()  # control: an unused file goes
 
     with store.connection("ana", create=True):
@@ -68,11 +73,7 @@ def test_a_file_being_opened_is_not_removed_under_it(tmp_path: Path) -> None:
 
 
 def test_an_opening_in_another_process_holds_back_a_removal(tmp_path: Path) -> None:
-    store = Store(tmp_path / "aml.db")
-    with store.connection("ana", create=True):
-        pass
-    store.release_idle()
-    path = store.shard_path("ana")
+    store, path = unused_file(tmp_path)
     stripe = zlib.crc32(path.name.encode()) % STRIPES
     read, write = os.pipe()
     child = os.fork()
