@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from aml_retriever import __version__
+from aml_retriever.agents import registration
 from aml_retriever.agents.scopes import (
     MEMORY_USER,
     STORE_NAME,
@@ -283,6 +284,17 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
     for setting in SETTINGS:
         if setting.name in MCP_SETTINGS:
             _add_setting(mcp, setting)
+
+    register = _command(commands, "mcp-register", "register the MCP server in a project's .mcp.json",
+                        "Add the memory server to PROJECT_ROOT/.mcp.json (the project's MCP servers, "
+                        "as Claude Code reads them; other servers are kept), started by this very "
+                        "interpreter by its absolute path, with PYTHONPATH naming this checkout when "
+                        "the package is not installed: it starts from any shell. Prints the entry, "
+                        "which other clients' configurations take as it is.",
+                        "python3 -m aml_retriever mcp-register --project-root /path/to/project")
+    register.add_argument("--project-root", default=".",
+                          help="the project (default: the current directory)")
+    register.add_argument("--name", default="memory", help="the server's name (default memory)")
 
     review = _command(commands, "review", "list, confirm or reject statements awaiting review",
                       "A person's review of what agents inferred: without --confirm or --reject, "
@@ -630,6 +642,14 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp_register(args: argparse.Namespace) -> int:
+    project = Path(args.project_root)
+    if not project.is_dir():
+        raise InvalidField(f"--project-root {args.project_root}: no such directory", "project_root")
+    _print(registration.register(project.resolve(), args.name))
+    return 0
+
+
 def _history(args: argparse.Namespace) -> int:
     scope = _memory_scope(args)
     with _service(args) as service:
@@ -847,5 +867,6 @@ def _print(payload: dict[str, Any]) -> None:
 
 COMMANDS = {"serve": _serve, "print-config": _print_config, "delete-user": _delete_user,
             "purge": _purge, "stats": _stats, "reindex": _reindex, "mcp": _mcp, "check": _check,
+            "mcp-register": _mcp_register,
             "review": _review, "audit": _audit, "history": _history, "export": _export,
             "import": _import, "backup": _backup, "rehearse": _rehearse}
