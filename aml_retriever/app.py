@@ -37,9 +37,13 @@ class App:
                  peers: Peers | None = None) -> None:
         """`process` numbers this server among those of `serve --processes N`, which show each
         other their metrics through `peers`."""
-        if not config.api_key and not is_loopback(config.host) and not config.allow_unauthenticated:
-            raise StoreError(f"refusing to serve {config.host} without an API key; set --api-key "
-                             "or pass --allow-unauthenticated to expose it anyway", "host")
+        if not config.api_key and not is_loopback(config.host):
+            if not config.allow_unauthenticated:
+                raise StoreError(f"refusing to serve {config.host} without an API key; set "
+                                 "--api-key or pass --allow-unauthenticated to expose it anyway",
+                                 "host")
+            log.warning("serving %s without an API key (--allow-unauthenticated): anyone who "
+                        "reaches it reads and deletes every user's memory", config.host)
         descriptors = _raise_file_limit()
         # A write past a file-size limit must fail with an error the store reports (507), not
         # kill the process with SIGXFSZ.

@@ -70,7 +70,7 @@ def test_non_loopback_without_key_is_refused(tmp_path, host):
         App(config)
 
 
-def test_non_loopback_without_key_is_allowed_when_told(tmp_path):
+def test_non_loopback_without_key_is_allowed_when_told_and_warned_of(tmp_path, caplog):
     config = load({"db_path": str(tmp_path / "aml.db"), "host": "0.0.0.0", "port": 0,
                    "allow_unauthenticated": True}, environ={})
     app = App(config).start()
@@ -78,6 +78,11 @@ def test_non_loopback_without_key_is_allowed_when_told(tmp_path):
         assert Client(app.port).request("GET", "/health").status == 200
     finally:
         app.stop()
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "without an API key" in r.message]
+    assert len(warned) == 1 and "0.0.0.0" in warned[0].getMessage()
+    caplog.clear()
+    App(load({"db_path": str(tmp_path / "b.db"), "port": 0}, environ={})).stop()  # control
+    assert not [r for r in caplog.records if "without an API key" in r.getMessage()]
 
 
 def test_non_loopback_with_key_is_allowed(tmp_path):

@@ -117,7 +117,7 @@ def test_without_explain_the_answer_is_byte_for_byte_the_same(client):
         assert all("explain" in r for r in with_explain.body["data"]) and with_explain.body["data"]
         for r in with_explain.body["data"]:
             del r["explain"]
-        assert json.dumps(with_explain.body, ensure_ascii=False).encode() == plain
+        assert json.dumps(with_explain.body, ensure_ascii=False).encode() + b"\n" == plain
 
 
 @pytest.mark.parametrize("value", ["yes", 1, 0, [], {}])

@@ -216,3 +216,31 @@ def test_an_answered_connection_waits_the_keep_alive_timeout_a_silent_one_the_so
     kept.settimeout(5)
     assert kept.recv(1) == b""  # the answered one too, once its keep-alive timeout passed
     assert 0.5 < time.monotonic() - started < 3.5
+
+
+def test_every_json_answer_ends_with_a_newline(app):
+    """A terminal's next prompt starts on a line of its own after `curl` prints an answer (it was
+    glued to the JSON): answers, errors of a route and of the framing alike."""
+    for method, path, body in (("GET", "/health", None), ("POST", "/search", b"{}"),
+                               ("GET", "/nowhere", None)):
+        conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=10)
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        data = answer.read()
+        assert data.endswith(b"}\n") and json.loads(data), (method, path, answer.status)
+        conn.close()
+    with socket.create_connection(("127.0.0.1", app.port), timeout=10) as raw:
+        raw.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 12x\r\n\r\n")
+        reply = b""
+        while chunk := raw.recv(65536):
+            reply += chunk
+    assert reply.split(b"\r\n\r\n", 1)[1].endswith(b"}\n")  # the framing's own error
+
+
+def test_a_user_id_sent_with_an_unencoded_slash_is_told_to_encode_it(client):
+    assert client.add("team/ana", "r1", ["a note"]).status == 200
+    answer = client.request("GET", "/users/team/ana/messages")
+    assert answer.status == 404 and "%2F" in answer.body["error"]["message"]
+    assert client.request("GET", "/users/team%2Fana/messages").status == 200  # as encoded
+    other = client.request("GET", "/users/ana/nothing")  # control: no id reading makes a route
+    assert other.status == 404 and "%2F" not in other.body["error"]["message"]

@@ -148,7 +148,7 @@ def send_quickly(sock: socket.socket, status: int, phrase: str, error: AmlError,
                  retry_after: int | None = None) -> int:
     """An error answer written by the connection loop: at most a fraction of a second, never
     blocking the loop on a client that does not read. Returns the body bytes sent."""
-    body = json.dumps(error_body(error)).encode()
+    body = json.dumps(error_body(error)).encode() + b"\n"
     head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{logs.REQUEST_ID_HEADER}: {request_id}\r\n"
             + (f"Retry-After: {retry_after}\r\n" if retry_after else "")

@@ -204,4 +204,16 @@ def resolve(raw_path: str) -> tuple[list[Route], Params]:
         params = route.match(parts)
         if params is not None:
             return [r for r in ROUTES if r.label == route.label], params
+    if _unencoded_slash(parts):
+        raise NotFound("no such endpoint; a user id holding \"/\" is sent with it encoded as "
+                       "%2F (see docs/API_CONTRACT.md)")
     raise NotFound("no such endpoint; see docs/API_CONTRACT.md")
+
+
+def _unencoded_slash(parts: list[str]) -> bool:
+    """Whether the path names a route once some of its segments after /users/ are read as one
+    user id holding "/" (/users/team/ana/messages): the id was sent unencoded."""
+    if len(parts) < 4 or parts[1] != "users":
+        return False
+    return any(route.match(["", "users", "%2F".join(parts[2:end]), *parts[end:]]) is not None
+               for end in range(4, len(parts)) for route in ROUTES)

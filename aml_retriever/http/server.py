@@ -262,7 +262,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._read_body(body_length(self.headers, "0"))
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-        self._send(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+        # Ended by a newline, as a terminal's next prompt expects (curl printed it glued on).
+        self._send(status, (json.dumps(payload, ensure_ascii=False) + "\n").encode("utf-8"),
                    "application/json; charset=utf-8", headers)
 
     def _send(self, status: int, data: bytes, content_type: str | None, headers: dict[str, str]) -> None:
@@ -303,7 +304,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.request_version = "HTTP/1.1"  # a line too broken to parse still gets a status line
         phrase = http.server.BaseHTTPRequestHandler.responses.get(code, ("error",))[0]
         body = json.dumps({"error": {"code": re.sub(r"[^a-z]+", "_", phrase.lower()),
-                                     "message": phrase, "field": None}}).encode()
+                                     "message": phrase, "field": None}}).encode() + b"\n"
         headers = getattr(self, "headers", None)  # absent when the head could not be parsed
         self.request_id = logs.request_id(headers.get_all(logs.REQUEST_ID_HEADER)
                                           if headers is not None else None)
