@@ -51,8 +51,14 @@ def test_missed_targets_are_verdicts_and_the_run_succeeds(run_all, tmp_path, mon
     assert run_all.main(["--quick", "--out", str(out)]) == 0
     summary = (out / "summary.md").read_text()
     assert "| good | good target | measured | PASS |" in summary
-    assert "| slow | slow target | measured | FAIL |" in summary
-    assert "1 of 2 targets met." in summary and summary in capsys.readouterr().out
+    # A quick run's miss is indicative (it read as a broken install: FAIL rows, exit 0).
+    assert "| slow | slow target | measured | below target (indicative) |" in summary
+    assert "| slow | 1 (a target missed) |" in summary and "FAIL" not in summary
+    assert "1 of 2 targets met at the quick sizes (indicative" in summary
+    assert summary in capsys.readouterr().out
+    assert run_all.main(["--out", str(out)]) == 0  # control: a full run judges
+    summary = (out / "summary.md").read_text()
+    assert "| slow | slow target | measured | FAIL |" in summary and "1 of 2 targets met." in summary
 
 
 def test_a_benchmark_that_cannot_run_fails_the_run(run_all, tmp_path, monkeypatch):
