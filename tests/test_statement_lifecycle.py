@@ -407,3 +407,13 @@ def test_what_a_read_withholds_follows_changes_made_through_another_connection(t
     finally:
         reader.close()
         writer.close()
+
+
+def test_remembering_a_replaced_version_again_says_so(memory):
+    memory.remember("The project targets Python 3.10.")
+    memory.update("local:1", "The project targets Python 3.12.")
+    again = memory.remember("The project targets Python 3.10.")
+    assert again["statement"]["id"] == "local:3" and not again["replayed"]
+    assert "the same text as local:1, which local:2 replaced" in again["note"]
+    fresh = memory.remember("The docs target Python readers.")  # control: a new text, no note
+    assert "note" not in fresh

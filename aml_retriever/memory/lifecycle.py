@@ -141,9 +141,14 @@ class Statements:
                     f"already remembered as kind {current['role']!r}; the stored statement is "
                     "unchanged (use update to change its kind)")
                 return Outcome(current, replayed=True, note=note)
+            replaced = self._replaced_with(conn, print_)
             message_id = self._insert(conn, session_id, content, kind, origin, print_, _now_ms())
             audit.record(conn, "remember", self.actor, [message_id], None, [content])
-            return Outcome(self._row(conn, message_id))
+            note = None if replaced is None else (
+                f"the same text as {self.shown(f'm{replaced[0]}')}, which "
+                f"{self.shown(f'm{replaced[1]}')} replaced; remembered again as current (to "
+                "return to an earlier version, update the current one)")
+            return Outcome(self._row(conn, message_id), note=note)
 
     def update(self, session_id: str, message_id: int, content: str,
                kind: str | None = None) -> Outcome:
@@ -270,6 +275,14 @@ class Statements:
             raise Tombstoned(f"this statement was {verb} on {when}; remember it again only if "
                              "that is intended, with force: true", "content")
         conn.execute("DELETE FROM tombstones WHERE fingerprint = ?", (print_,))
+
+    def _replaced_with(self, conn: sqlite3.Connection, print_: bytes) -> tuple[int, int] | None:
+        """The latest replaced version with this text, and what replaced it: remembering it again
+        stores it as current, and says so (it ranked first with nothing telling it was an old
+        version)."""
+        row = conn.execute("SELECT id, superseded_by FROM messages WHERE fingerprint = ? AND "
+                           "superseded_by IS NOT NULL ORDER BY id DESC LIMIT 1", (print_,)).fetchone()
+        return (row[0], row[1]) if row else None
 
     def _current_with(self, conn: sqlite3.Connection, print_: bytes) -> dict[str, Any] | None:
         row = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE fingerprint = ? AND "
