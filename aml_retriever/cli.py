@@ -69,6 +69,23 @@ MCP_SETTINGS = frozenset({"synchronous", "log_level", "log_format", "signal_weig
                           "segment_max_messages", "proposed_statements"})
 
 
+# How `serve --help` groups the settings (each once; a test holds them to SETTINGS).
+SETTING_GROUPS = (
+    ("where it listens and who may call", ("host", "port", "api_key", "allow_unauthenticated")),
+    ("the store", ("db_path", "synchronous", "checkpoint_interval", "held_megabytes")),
+    ("load: processes, threads, queues, timeouts",
+     ("processes", "workers", "active_requests", "queue_size", "socket_timeout",
+      "keep_alive_timeout", "max_connections")),
+    ("requests", ("max_body_bytes", "max_messages", "default_max_words", "provenance",
+                  "proposed_statements")),
+    ("the leaderboard's reader", ("answer_window_tokens", "reader_view")),
+    ("ranking (changing the index's settings needs `reindex`)",
+     ("signal_weights", "candidate_depth", "hit_depth", "window_sizes", "segment_gap_minutes",
+      "segment_max_messages")),
+    ("logs", ("log_level", "log_format")),
+)
+
+
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line (the full usage of `serve` is 25 lines): what is wrong, and where
     to read more."""
@@ -135,7 +152,7 @@ def _url(text: str) -> str:
     return text
 
 
-def _add_setting(parser: argparse.ArgumentParser, setting: Setting) -> None:
+def _add_setting(parser: argparse.ArgumentParser | argparse._ArgumentGroup, setting: Setting) -> None:
     default = "none" if setting.secret else repr(setting.default)
     help_text = f"{setting.help} (env {setting.env}; default {default})"
     if setting.changes_index:
@@ -238,9 +255,13 @@ def build_parser(prog: str = MODULE_PROG) -> argparse.ArgumentParser:
             ("print-config", "print every effective setting and where it came from",
              "AML_PORT=9000 python3 -m aml_retriever print-config --config my.json")):
         command = _command(commands, name, summary, summary[0].upper() + summary[1:] + ".", example)
+        command.usage = "%(prog)s [--config FILE] [SETTING ...] (each setting's flag, by group below)"
         command.add_argument("--config", help="JSON file of settings (see config.example.json)")
-        for setting in SETTINGS:
-            _add_setting(command, setting)
+        by_name = {setting.name: setting for setting in SETTINGS}
+        for title, names in SETTING_GROUPS:
+            group = command.add_argument_group(title)
+            for setting_name in names:
+                _add_setting(group, by_name[setting_name])
 
     delete = _command(commands, "delete-user", "remove every record of one user",
                       "Remove one user's messages, views, index rows, request records and session "

@@ -92,3 +92,19 @@ def test_a_refused_setting_is_named_a_usage_error_as_a_flag_and_exit_1_in_a_file
     config_file.write_text(json.dumps({"workers": 0}))
     assert main(["print-config", "--config", str(config_file)]) == 1
     assert "workers must be at least 1" in capsys.readouterr().err
+
+
+def test_serve_help_groups_every_setting_once(capsys):
+    """`serve --help` was 150 flat lines: each setting's flag now sits under one group."""
+    from aml_retriever.cli import SETTING_GROUPS, main
+
+    grouped = [name for _, names in SETTING_GROUPS for name in names]
+    assert sorted(grouped) == sorted(s.name for s in SETTINGS) and len(grouped) == len(set(grouped))
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = capsys.readouterr().out
+    for title, names in SETTING_GROUPS:
+        section = shown.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
+        flags = {s.flag for s in SETTINGS if s.name in names}
+        assert all(flag in section for flag in flags), title
+    assert len(shown.split("\n\n", 1)[0].splitlines()) == 1  # a usage line, not thirty
