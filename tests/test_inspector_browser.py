@@ -976,9 +976,12 @@ def test_a_server_without_a_key_is_used_without_typing_one(page, server, tmp_pat
         wait(page, lambda d: "olga" in texts(d, "#users li button"), "the users listed without a key")
         assert "needs no API key" in page.find_element(By.ID, "key-note").text
         assert page.find_element(By.ID, "key-note").is_displayed() and status(page) == ""
+        assert not page.find_element(By.ID, "key-form").is_displayed()  # no key box to fill
         assert page.find_element(By.ID, "key").get_attribute("value") == ""
         click_user(page, "olga")
         assert contents(page, "messages") == ["Olga's note: no key here."]
+        page.find_element(By.ID, "show-key").click()  # a key may still be typed
+        assert page.find_element(By.ID, "key-form").is_displayed()
         use_key(page, "any text")  # the key field still works: a key sent is not checked here
         wait(page, lambda d: "olga" in texts(d, "#users li button"), "the users listed with a key typed")
     finally:
@@ -986,6 +989,7 @@ def test_a_server_without_a_key_is_used_without_typing_one(page, server, tmp_pat
     page.get(f"http://127.0.0.1:{server.port}/ui/")  # control: a server with a key asks for it
     wait(page, lambda d: status(d) == "Type the API key and press Enter.", "the key asked for")
     assert not page.find_element(By.ID, "key-note").is_displayed()
+    assert page.find_element(By.ID, "key-form").is_displayed()  # control: its key box shown
     shows_no_data(page)
     users_shown(page)  # and the key typed opens it
 

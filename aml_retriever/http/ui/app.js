@@ -89,7 +89,7 @@ function hideData() {
 function fail(error) {
   if (error.status === 401) {
     keyless = false; // it has a key now (a server restarted with one)
-    $("key-note").hidden = true;
+    showKeyless(false);
     hideData();
     say("Wrong or missing key.", true);
   } else {
@@ -563,11 +563,19 @@ async function start(event) {
   }
   if (asked !== generation) return;
   if (!key) keyless = true;
-  $("key-note").hidden = !keyless;
+  showKeyless(keyless);
   $("main").hidden = false;
   say("");
   if (!$("router-note").hidden) $("open-id").focus();
   await follow();
+}
+
+// A server without a key shows no key box (a newcomer took it for a step to do), only a note
+// saying so, with a way to type one anyway.
+function showKeyless(without) {
+  $("key-note").hidden = !without;
+  $("key-form").hidden = without;
+  $("key-hint").hidden = without;
 }
 
 function clearKey() {
@@ -723,6 +731,11 @@ async function follow() {
 
 $("key").value = key;
 $("key-form").addEventListener("submit", guard(start));
+$("show-key").addEventListener("click", () => {
+  $("key-form").hidden = false;
+  $("key-hint").hidden = false;
+  $("key").focus();
+});
 $("clear-key").addEventListener("click", clearKey);
 $("search-form").addEventListener("submit", guard(search));
 $("open-form").addEventListener("submit", guard(openTyped));
