@@ -160,6 +160,17 @@ def unnamed_turn(role: str, signal_keys: str) -> bool:
     return role.strip().lower() not in GENERIC_ROLES or KEY_END + SPEAKER_KEY not in signal_keys
 
 
+def speaker_in_keys(signal_keys: str) -> str:
+    """The speaker a stored message's text names (its "Name: " prefix, the `s:` key
+    `Features.keys_text` writes), or ""."""
+    at = signal_keys.find(KEY_END + SPEAKER_KEY)
+    if at < 0:
+        return ""
+    start = at + len(KEY_END + SPEAKER_KEY)
+    end = signal_keys.find(KEY_END, start)
+    return signal_keys[start:end if end >= 0 else len(signal_keys)]
+
+
 def entities_of(text: str) -> tuple[str, ...]:
     """Capitalised names (each word, and multi-word names whole) and quoted titles, normalised;
     stop words ("The", "I", "What") are not names."""

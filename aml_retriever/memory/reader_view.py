@@ -62,9 +62,8 @@ from typing import Any
 from aml_retriever.analysis.dates import date_mentions, iso_utc
 from aml_retriever.analysis.features import (
     GENERIC_ROLES,
-    KEY_END,
     MARK_DATED,
-    SPEAKER_KEY,
+    speaker_in_keys,
     told_of,
     unnamed_turn,
 )
@@ -189,7 +188,7 @@ class ReaderView:
         it; in a role the conversation does not name, the role is shown before it."""
         if unnamed_turn(role, signal_keys):
             return self._speaker_held(role)
-        written = _written_speaker(signal_keys)
+        written = speaker_in_keys(signal_keys)
         if written and self.speakers.role_of(written) == role:
             return "", "text"
         return self._speaker_held(role)
@@ -212,16 +211,6 @@ class ReaderView:
     def _names(self, role: str) -> tuple[str, ...]:
         """Every name the conversation gives a role, as written (explain shows them)."""
         return self._names_by_role.get(role, ())
-
-
-def _written_speaker(signal_keys: str) -> str:
-    """The speaker a message's text names ("Name: " prefix: its stored `s:` key), or ""."""
-    at = signal_keys.find(KEY_END + SPEAKER_KEY)
-    if at < 0:
-        return ""
-    start = at + len(KEY_END + SPEAKER_KEY)
-    end = signal_keys.find(KEY_END, start)
-    return signal_keys[start:end if end >= 0 else len(signal_keys)]
 
 
 def turn_places(conn: sqlite3.Connection, held: Held,
@@ -261,8 +250,8 @@ def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset(),
            above: frozenset[int] = frozenset()) -> str:
     """An item's text in the reader's view: one message on its own, or several of one session,
     a gap's line before each of `gaps` (the indexes of those after messages left out), which
-    says how many turns it stands for and how many of them are shown above (`above`: the places
-    of the session's messages in the items before)."""
+    says whether the turns it stands for are shown above (`above`: the places of the session's
+    messages in the items before); a run's first line and the line after a gap say their turn."""
     if len(messages) == 1:
         return _line(_prefix(messages[0]), messages[0])
     lines, day = [], ""
@@ -306,8 +295,9 @@ def _gap_line(before: int, after: int, above: frozenset[int]) -> str:
     if not 0 < before < after - 1:
         return GAP_LINE
     shown = sum(before < place < after for place in above)
-    where = _GAP_WORDS[0] if shown == after - before - 1 else _GAP_WORDS[2] if shown else _GAP_WORDS[1]
-    return f"{GAP_LINE} {where}"
+    if shown == 0:
+        return f"{GAP_LINE} {_GAP_WORDS[1]}"
+    return f"{GAP_LINE} {_GAP_WORDS[0] if shown == after - before - 1 else _GAP_WORDS[2]}"
 
 
 # Every character that ends a line (str.splitlines), each a whitespace character; and one

@@ -118,12 +118,14 @@ class Reads(Part):
         if max_words is not None:
             blocks, used = _within(outline, blocks,
                                    {m: reading_words(stored[m][1]) for m in stored}, max_words, used)
-        if view is not None:
+        above: dict[str, frozenset[int]] = {}
+        texts: dict[int, str] = {}
+        if view is not None:  # what the view shows of the context: turns, gaps, texts
             places.update(reader_view.turn_places(conn, retrieval.held, (
                 outline.lines[block.ids[0]].session_id for block in blocks)))
-        above = _above(places, {m: rows[m].session_id for m in returned})
-        texts = reader_view.shown_texts(retrieval.held, {
-            m: stored[m][1] for block in blocks for m in block.ids}) if view else {}
+            above = _above(places, {m: rows[m].session_id for m in returned})
+            texts = reader_view.shown_texts(retrieval.held, {
+                m: stored[m][1] for block in blocks for m in block.ids})
         context = self._context_items(blocks, stored, outline, view, request.explain, places,
                                       above, texts)
         return [data[i] for i in front] + context, used
@@ -349,4 +351,3 @@ def _above(places: dict[str, dict[int, int]], shown: dict[int, str]) -> dict[str
         if place:
             found.setdefault(session, set()).add(place)
     return {session: frozenset(found_places) for session, found_places in found.items()}
-

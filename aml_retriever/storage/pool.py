@@ -179,11 +179,7 @@ class Connections:
         except BaseException:
             conn.close()
             raise
-        try:
-            found = os.stat(path)
-        except FileNotFoundError:  # removed as it was opened (a deletion unlinking it)
-            conn.close()
-            return self._open(path, create) if create else None
+        found = os.stat(path)  # still there: a removal waits for the opening (gate.py)
         with self._opened_lock:
             self._opened.append(conn)
             self._files[id(conn)] = (path, found.st_dev, found.st_ino)

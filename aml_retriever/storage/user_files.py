@@ -92,13 +92,14 @@ class UserFiles:
     def quarantine(self, path: Path) -> None:
         """Move a damaged user file (and its WAL and shared-memory files) aside, closing every
         idle connection to it first; in-flight ones finish on the moved file."""
-        self._connections.drop(path)
-        self.quarantine_dir.mkdir(exist_ok=True)
-        for part in _parts(path):
-            try:
-                os.replace(part, self.quarantine_dir / part.name)
-            except FileNotFoundError:
-                continue
+        with self._connections.gate.removing(path):
+            self._connections.drop(path)
+            self.quarantine_dir.mkdir(exist_ok=True)
+            for part in _parts(path):
+                try:
+                    os.replace(part, self.quarantine_dir / part.name)
+                except FileNotFoundError:
+                    continue
         log.warning("a damaged user file was moved to %s", self.quarantine_dir)
 
     def quarantined(self) -> list[Path]:
