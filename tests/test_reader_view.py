@@ -6,6 +6,7 @@ for a name and a role; the window counts every item at least as it renders."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -397,13 +398,12 @@ TEXTS = st.text(st.sampled_from(["a", "b", " ", "\n", "\t", "\r", "\u2028", "\x8
 @given(TEXTS, st.sampled_from(["Hi there.", "I went yesterday.", "Last week\nwas busy."]))
 def test_a_text_is_shown_as_the_rule_says_however_it_was_worked_out(text: str, ending: str) -> None:
     """A text's lines are indented as the rule says, found line break by line break; shown from
-    the held text (`shown_texts`) a message reads as worked out whole."""
+    the line's end the view holds (`Said.body`, `held_said`) a message reads as worked out whole."""
     assert reader_view._indented(text) == _indented_by_the_rule(text)
     for content in (text + ending, ending + text):
         whole = said(content, turn=3)
-        held = Said(*[getattr(whole, f) for f in ("id", "content", "timestamp_ms", "role", "speaker",
-                                                   "source", "dates", "names", "turn")],
-                    shown=reader_view._indented(content))
+        held = dataclasses.replace(whole, body=reader_view._body(whole))
+        assert held.body and not whole.body
         for item in ([whole], [whole, whole]):
             assert render([held] * len(item)) == render(item)
         raw = f"{reader_view._prefix(whole)}{content}{reader_view._notes(whole)}"

@@ -49,12 +49,13 @@ counts every item as before.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
 import sqlite3
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -95,6 +96,9 @@ GAP_PIECES = max(pieces(f"{GAP_LINE} {where}") for where in _GAP_WORDS) + 1 + TU
 # What the dates a message gives add at most when the row does not say which they are (stored
 # before migration 9, until `reindex`): MOST_TOLD notes of a long phrase and a date each.
 UNKNOWN_NOTES_PIECES = 100
+# What a held `Said` costs besides its strings: the object, its dict of ten fields and its
+# timestamp (tracemalloc, 10,000 of them: 204 bytes each).
+SAID_BYTES = 128
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,12 @@ class Said:
     dates: tuple[tuple[str, str], ...]  # (as written, the date it is), in text order
     names: tuple[str, ...] = ()  # every name the conversation gives its role, as written
     turn: int = 0  # its place in its session's conversation, from 1 (0: not known)
-    shown: str = ""  # its text as shown (`shown_texts`), when worked out already
+    # Its text as shown with its notes after it, as its line ends (`_body`), and what its line
+    # in a run opens with (its time, its turn where the line says it, who said it): worked out
+    # when the view makes it (`ReaderView.said`), which `held_said` holds for the next Searches.
+    body: str = ""
+    run_head: str = ""
+    turn_head: str = ""
 
     @property
     def day(self) -> str:
@@ -140,8 +149,7 @@ class ReaderView:
         return cls(stored.read(conn))
 
     def said(self, message_id: int, content: str, timestamp_ms: int, role: str,
-             signal_keys: str, marks: int, told: str | None, turn: int = 0,
-             shown: str = "") -> Said:
+             signal_keys: str, marks: int, told: str | None, turn: int = 0) -> Said:
         """A stored message (with its stored keys, marks, the dates it was found at Add to give
         relative to its day, and its place in its session) as the view shows it. A row stored
         before those dates were (NULL, until `reindex`) is read again, when marked as stating a
@@ -153,17 +161,9 @@ class ReaderView:
             dates = tuple((phrase, _date(value, kind, phrase))
                           for phrase, kind, value in (json.loads(told) if told else ()))
         names = self._names(role) if source == "conversation" else ()
-        return Said(message_id, content, timestamp_ms, role, speaker, source, dates, names, turn,
-                    shown)
-
-    def results(self, members: Sequence[int], rows: dict[int, Any],
-                places: Mapping[str, Mapping[int, int]], shown: Mapping[int, str]) -> list[Said]:
-        """A ranked result's messages (engine/rows.MessageRow) as the view shows them, with
-        their places in their sessions (`turn_places`) and their texts as shown
-        (`shown_texts`)."""
-        return [self.said(m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
-                          rows[m].signal_keys, rows[m].marks, rows[m].told,
-                          places[rows[m].session_id].get(m, 0), shown.get(m, "")) for m in members]
+        made = Said(message_id, content, timestamp_ms, role, speaker, source, dates, names, turn)
+        return dataclasses.replace(made, body=_body_of(content, dates),
+                                   run_head=_run_head(made, ""), turn_head=_run_head(made, _turn(made)))
 
     def line_pieces(self, role: str, marks: int, told: str | None) -> int:
         """At most what the view adds to the line of a message of `role` in a run, besides its
@@ -174,12 +174,27 @@ class ReaderView:
         speaker, source = self._speaker_held(role)
         notes = 0
         if told:
-            notes = _pieces(_notes_of(tuple((phrase, _date(value, kind, phrase))
-                                            for phrase, kind, value in json.loads(told))))
+            notes = _told_pieces(told)
         elif told is None and marks & MARK_DATED:
             notes = UNKNOWN_NOTES_PIECES
         return TIME_PIECES + _who_pieces(role, speaker, source) + 1 + notes  # 1: a text that
         # opens with a digit, after a space
+
+    def line_cost(self) -> Callable[[Any], int]:
+        """`line_pieces` of a line of the fill's outline (engine/window.Line), for one Search: the
+        fill asks it of every line it offers (773 a windowed BEAM Search), so what a role's line
+        costs without notes is worked out once a role."""
+        by_role: dict[str, int] = {}
+
+        def cost(line: Any) -> int:
+            plain = by_role.get(line.role)
+            if plain is None:
+                plain = by_role[line.role] = self.line_pieces(line.role, 0, "")
+            if line.told:
+                return plain + _told_pieces(line.told)
+            return plain + (UNKNOWN_NOTES_PIECES if line.told is None and line.marks & MARK_DATED
+                            else 0)
+        return cost
 
     def _speaker(self, role: str, signal_keys: str) -> tuple[str, str]:
         """Who said a message, and how that is known. A text that opens with "Name: " names its
@@ -211,6 +226,27 @@ class ReaderView:
     def _names(self, role: str) -> tuple[str, ...]:
         """Every name the conversation gives a role, as written (explain shows them)."""
         return self._names_by_role.get(role, ())
+
+
+def held_said(held: Held, view: ReaderView, rows: Mapping[int, Any],
+              places: Mapping[str, Mapping[int, int]], ids: Iterable[int]) -> dict[int, Said]:
+    """These messages (engine/rows.MessageRow) as the view shows them, with their places in
+    their sessions (`turn_places`), held for the next Searches: a Search with the window shows
+    thousands of messages, mostly the same each question, and making each again (its dates
+    read, its text indented, its line's end joined) took a fifth of a windowed BEAM Search."""
+    return held.many("view lines", ids, lambda unread: {m: view.said(
+        m, rows[m].content, rows[m].timestamp_ms, rows[m].role, rows[m].signal_keys,
+        rows[m].marks, rows[m].told, places[rows[m].session_id].get(m, 0)) for m in unread},
+        _said_bytes)
+
+
+def _said_bytes(said: Said) -> int:
+    """What a held `Said` costs besides its text, which its row holds (engine/rows.py): the
+    object, its dict of fields (SAID_BYTES), its line's end when it is not its text, its line's
+    openings, its dates; its role, speaker and names are the row's and the view's."""
+    return (SAID_BYTES + (text_bytes(said.body) if said.body is not said.content else 0)
+            + text_bytes(said.run_head) + text_bytes(said.turn_head)
+            + sum(text_bytes(phrase) + text_bytes(date) + 56 for phrase, date in said.dates))
 
 
 def turn_places(conn: sqlite3.Connection, held: Held,
@@ -261,27 +297,40 @@ def render(messages: Sequence[Said], gaps: frozenset[int] = frozenset(),
         if message.day != day:
             day = message.day
             lines.append(f"[{day}]")
-        turn = _turn(message) if i == 0 or i in gaps else ""
-        lines.append(_line(f"{message.time} {turn}{_who(message)}", message))
+        if i == 0 or i in gaps:
+            head = message.turn_head or _run_head(message, _turn(message))
+        else:
+            head = message.run_head or _run_head(message, "")
+        lines.append(_line(head, message))
     return "\n".join(lines)
 
 
 def _line(head: str, message: Said) -> str:
-    """A message's line: what the view writes before its text (`head`: no line break), the text
-    as shown (`Said.shown`, else worked out), its notes. A text that opens with whitespace is
-    indented with the head's last space, as one line."""
+    """A message's line: what the view writes before its text (`head`: no line break), then
+    its text as shown and its notes (`Said.body`, else worked out). A text that opens with
+    whitespace is indented with the head's last space, as one line."""
     if message.content[:1].isspace():
         return _indented(f"{head}{message.content}{_notes(message)}")
-    return f"{head}{message.shown or _indented(message.content)}{_indented(_notes(message))}"
+    return head + (message.body or _body(message))
 
 
-def shown_texts(held: Held, texts: Mapping[int, str]) -> dict[int, str]:
-    """The texts of these messages that hold a line break as the view shows them (`_indented`),
-    held for the next Searches: a Search with the window shows thousands of messages, mostly
-    the same each question, and indenting a BEAM message's 30 lines costs 30 us."""
-    broken = [m for m, text in texts.items() if not text.isprintable()]
-    return held.many("shown texts", broken, lambda unread: {
-        m: _indented(texts[m]) for m in unread}, text_bytes) if broken else {}
+def _body(message: Said) -> str:
+    return _body_of(message.content, message.dates)
+
+
+def _body_of(content: str, dates: Sequence[tuple[str, str]]) -> str:
+    """A message's text as shown (`_indented`: indenting a BEAM message's 30 lines costs 30
+    us) with the notes of its dates after it; its very text when it holds no line break and
+    gives no date."""
+    text = _indented(content)
+    notes = _indented(_notes_of(dates))
+    return text + notes if notes else text
+
+
+def _run_head(message: Said, turn: str) -> str:
+    """What a message's line in a run opens with: its time, its `turn` ("" where the line does
+    not say it), who said it."""
+    return f"{message.time} {turn}{_who(message)}"
 
 
 def _turn(message: Said) -> str:
@@ -312,7 +361,7 @@ def _indented(line: str) -> str:
     start of their line). A text holding no line break is unchanged. Each line start is found
     by its line break alone and its run of whitespace walked back from it: one pattern of
     `\\s*` before the break, tried at every character, took 75 us a BEAM message of 2.7 kB (31
-    us so), and a Search with the window shows thousands (`shown_texts` holds them)."""
+    us so), and a Search with the window shows thousands (`held_said` holds them)."""
     if line.isprintable():
         return line
     parts, done = [], 0
@@ -511,6 +560,14 @@ def _who_pieces(role: str, speaker: str, source: str) -> int:
     role alone, or the role in brackets): asked for every line the fill offers."""
     return max(_pieces(_who_of(role, speaker, source)), _pieces(_who_of(role, "", "text")),
                _pieces(_who_of(role, "", "")))
+
+
+@lru_cache(maxsize=4096)
+def _told_pieces(told: str) -> int:
+    """The pieces of the notes of the dates a message gives (as stored, `told`): asked for every
+    line the fill offers, thousands a windowed Search, mostly the same messages each question."""
+    return _pieces(_notes_of(tuple((phrase, _date(value, kind, phrase))
+                                   for phrase, kind, value in json.loads(told))))
 
 
 @lru_cache(maxsize=4096)

@@ -54,11 +54,10 @@ class Reads(Part):
                 places = reader_view.turn_places(conn, held, (
                     retrieval.rows[m].session_id for r in results for m in r.candidate.members)
                 ) if view else {}
-                texts = reader_view.shown_texts(held, {
-                    m: retrieval.rows[m].content for r in results for m in r.candidate.members}
-                ) if view else {}
-                shown = [view.results(r.candidate.members, retrieval.rows, places, texts)
-                         if view else None for r in results]
+                lines = reader_view.held_said(held, view, retrieval.rows, places, (
+                    m for r in results for m in r.candidate.members)) if view else {}
+                shown = [[lines[m] for m in r.candidate.members] if view else None
+                         for r in results]
                 data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
@@ -98,7 +97,7 @@ class Reads(Part):
         used = sum(reading_words(retrieval.rows[m].content) for m in returned)
         costs = window.Costs()
         if view is not None:
-            costs = window.Costs(lambda line: view.line_pieces(line.role, line.marks, line.told),
+            costs = window.Costs(view.line_cost(),
                                  reader_view.DAY_TIME_PIECES + 1, reader_view.GAP_PIECES,
                                  reader_view.TURN_PIECES)
         # A query without any word (only marks or emoji) fills no context: nothing says what
@@ -110,24 +109,22 @@ class Reads(Part):
                                 retrieval.named.role_set or window.USERS, costs) if worded else []
         rows = retrieval.rows
         load_rows(conn, rows, [m for block in blocks for m in block.ids], retrieval.held)
-        stored = {m: (m, rows[m].content, rows[m].timestamp_ms, rows[m].role,
-                      rows[m].signal_keys, rows[m].marks, rows[m].told)
-                  for block in blocks for m in block.ids}
+        texts = {m: rows[m].content for block in blocks for m in block.ids}
         seen = {retrieval.rows[m].content for m in returned}
-        blocks = window.once(outline, blocks, {m: row[1] for m, row in stored.items()}, seen)
+        blocks = window.once(outline, blocks, texts, seen)
         if max_words is not None:
             blocks, used = _within(outline, blocks,
-                                   {m: reading_words(stored[m][1]) for m in stored}, max_words, used)
+                                   {m: reading_words(texts[m]) for m in texts}, max_words, used)
         above: dict[str, frozenset[int]] = {}
-        texts: dict[int, str] = {}
-        if view is not None:  # what the view shows of the context: turns, gaps, texts
+        lines: dict[int, Said] = {}
+        if view is not None:  # what the view shows of the context: turns, gaps, lines
             places.update(reader_view.turn_places(conn, retrieval.held, (
                 outline.lines[block.ids[0]].session_id for block in blocks)))
             above = _above(places, {m: rows[m].session_id for m in returned})
-            texts = reader_view.shown_texts(retrieval.held, {
-                m: stored[m][1] for block in blocks for m in block.ids})
-        context = self._context_items(blocks, stored, outline, view, request.explain, places,
-                                      above, texts)
+            lines = reader_view.held_said(retrieval.held, view, rows, places, (
+                m for block in blocks for m in block.ids))
+        context = self._context_items(blocks, texts, outline, view, request.explain, above,
+                                      lines)
         return [data[i] for i in front] + context, used
 
     @staticmethod
@@ -144,10 +141,10 @@ class Reads(Part):
                 held.keep("outline", key, outline, window.outline_bytes)
         return outline
 
-    def _context_items(self, blocks: list[window.Block], stored: dict[int, tuple[Any, ...]],
+    def _context_items(self, blocks: list[window.Block], texts: dict[int, str],
                        outline: window.Outline, view: ReaderView | None, explain: bool,
-                       places: dict[str, dict[int, int]], above: dict[str, frozenset[int]],
-                       texts: dict[int, str]) -> list[dict[str, Any]]:
+                       above: dict[str, frozenset[int]], lines: dict[int, Said]
+                       ) -> list[dict[str, Any]]:
         """Context items as answer items: each its session's messages the fill chose, whole,
         joined as a window's are (or as the reader's view shows them, with the places of its
         session's messages the ranked front shows, `above`), a GAP_LINE where it leaves messages
@@ -156,16 +153,14 @@ class Reads(Part):
         items = []
         for block in blocks:
             first = outline.lines[block.ids[0]]
-            session = places.get(first.session_id, {})
-            said = [view.said(*stored[m], session.get(m, 0), texts.get(m, ""))
-                    for m in block.ids] if view else []
+            said = [lines[m] for m in block.ids] if view else []
             item: dict[str, Any] = {
                 "id": f"c{block.ids[0]}" if len(block.ids) == 1 else
                       f"c{block.ids[0]}-{block.ids[-1]}",
                 "content": reader_view.render(said, block.gaps,
                                               above.get(first.session_id, frozenset()))
                            if view else
-                           _joined([stored[m][1] for m in block.ids], block.gaps),
+                           _joined([texts[m] for m in block.ids], block.gaps),
                 "score": 0.0, "created_at": iso_utc(first.timestamp_ms),
                 "role": ",".join(dict.fromkeys(outline.lines[m].role for m in block.ids)),
                 "session_id": first.session_id}
