@@ -656,11 +656,22 @@ def _audit(args: argparse.Namespace) -> int:
                            "limit")
     scope = _memory_scope(args)
     with _service(args) as service:
+        if not service.holds(args.user):
+            return _unknown_user(args)
         page = service.audit(args.user, args.cursor, args.limit, newest=args.order == "newest")
     if scope:
         page["events"] = [event_of(scope, event) for event in page["events"]]
     _print(page)
     return 0
+
+
+def _unknown_user(args: argparse.Namespace) -> int:
+    """A read of a user the store does not hold (never added, or deleted) says so, where an
+    empty answer would pass a misspelt id for an empty memory (HTTP: 404 unknown_user)."""
+    which = ("given with --user" if args.user != MEMORY_USER
+             else f"{MEMORY_USER}, the default (an agent memory's one user): name one with --user")
+    print(f"error: {args.db} holds no user by the id {which}", file=sys.stderr)
+    return 1
 
 
 def _mcp_register(args: argparse.Namespace) -> int:
@@ -697,13 +708,8 @@ def _export(args: argparse.Namespace) -> int:
         return 0
     parse_user({"user_id": args.user})
     with _service(args, read_only=True) as service:
-        with service.store.connection(args.user, create=False) as conn:
-            known = conn is not None
-        if not known:  # nothing written, not even an empty file: a misspelt id says so
-            which = ("given with --user" if args.user != MEMORY_USER
-                     else f"{MEMORY_USER}, the default (an agent memory's one user): name one with --user")
-            print(f"error: {args.db} holds no user by the id {which}", file=sys.stderr)
-            return 1
+        if not service.holds(args.user):  # nothing written, not even an empty file
+            return _unknown_user(args)
         with _output(args.out) as out, closing(exchange.export(service.store, args.user)) as lines:
             written = 0
             for line in lines:

@@ -225,7 +225,8 @@ def test_the_http_export_is_ndjson_of_this_user_only(app, client, monkeypatch):
     other = get(app.port, "/users/Alice/export")[2]
     assert b"alice one" not in other and b"the other Alice" in other
     files = sorted(Path(f"{app.config.db_path}.users").rglob("*.db"))
-    assert get(app.port, "/users/nobody/export")[::2] == (200, b"")
+    status, _, body = get(app.port, "/users/nobody/export")
+    assert status == 404 and json.loads(body)["error"]["code"] == "unknown_user"
     assert sorted(Path(f"{app.config.db_path}.users").rglob("*.db")) == files
     monkeypatch.setattr(exchange, "HTTP_EXPORT_MAX_BYTES", 500)  # bob: one line of ~330
     too_big = client.request("GET", "/users/alice/export")
@@ -333,6 +334,10 @@ def test_an_export_that_would_write_nothing_says_so(tmp_path, capsys):
     assert capsys.readouterr().err == "warning: this user holds no messages: the export is empty\n"
     assert main(["export", "--db", str(db), "--user", "user-1", "--out", str(out)]) == 0
     assert capsys.readouterr().err == "" and out.read_text().count("\n") == 1
+    assert main(["audit", "--db", str(db), "--user", "user-l"]) == 1  # the audit says so too
+    assert capsys.readouterr().err.startswith(f"error: {db} holds no user by the id")
+    assert main(["audit", "--db", str(db), "--user", "user-1"]) == 0
+    assert '"events"' in capsys.readouterr().out
 
 
 def main_err(db, argv, capsys) -> str:

@@ -63,10 +63,14 @@ def test_retried_add_after_deletion_stores_again(client):
     assert client.contents("alice", "orchid") == ["orchid note"]
 
 
-def test_deleting_an_unknown_user_answers_zero_counts(client):
+def test_deleting_an_unknown_user_answers_zero_counts_and_says_it_found_none(client):
+    client.add("alice", "r1", ["orchid note"])
     response = client.request("DELETE", "/users/nobody")
-    assert response.status == 200
+    assert response.status == 200 and response.body["found"] is False
     assert response.body["deleted"] == {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
+    found = client.request("DELETE", "/users/alice").body  # the control
+    assert found["found"] is True and found["deleted"]["messages"] == 1
+    assert client.request("DELETE", "/users/alice").body["found"] is False  # sent again
 
 
 def test_percent_encoded_user_id_in_the_path(client):

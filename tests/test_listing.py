@@ -3,7 +3,7 @@
 What must hold: paging visits every message that existed at the first page exactly once while Adds
 arrive (newest first leaves out what arrived later; oldest first shows what lands past the cursor);
 another user's id in the path returns nothing of this user's, while this user has data; a read of an
-unknown user answers empty and makes no file; a bad cursor, limit, order, session_id or status is a
+unknown user is a 404 (unknown_user) and makes no file; a bad cursor, limit, order, session_id or status is a
 400 naming it; no malformed path is ever a 500."""
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def test_a_cursor_is_bound_to_its_user_and_to_the_user_as_it_is_now(client, list
     assert client.request("GET", f"/users/bob/{listing}?limit=1&cursor={own}").status == 200
     assert client.request("DELETE", "/users/alice").status == 200
     gone = client.request("GET", f"/users/alice/{listing}?limit=1&cursor={cursor}")
-    assert gone.status == 400 and gone.body["error"]["field"] == "cursor"
+    assert gone.status == 404 and gone.body["error"]["code"] == "unknown_user"
     for r in range(3):
         client.add("alice", f"again{r}", [f"alice again {r}"], session=f"s{r}")
     again = client.request("GET", f"/users/alice/{listing}?limit=1&cursor={cursor}")
@@ -338,20 +338,38 @@ def test_users_page_to_the_end_whatever_their_ids(client):
     assert sorted(seen) == sorted(names)
 
 
-def test_reads_of_an_unknown_user_answer_empty_and_make_no_file(app, client):
+def test_reads_of_an_unknown_user_are_404_unknown_user_and_make_no_file(app, client):
+    """A read of a user the store does not hold names `user_id` as unknown, where an empty page
+    would read as an empty memory; a user whose every message was forgotten is held and reads
+    empty (the control, beside alice's populated pages); Search answers an unknown user 200
+    with no data, as the contract asks; a DELETE says it found nothing."""
     client.add("alice", "r1", ["something"])
+    client.add("emptied", "r1", ["soon forgotten"])
+    assert client.request("DELETE", "/users/emptied/messages/m1").status == 200
     files = user_files(app)
-    assert client.request("GET", "/users/nobody/messages").body == {
-        "user_id": "nobody", "messages": [], "next_cursor": None}
-    assert client.request("GET", "/users/nobody/sessions").body == {
-        "user_id": "nobody", "sessions": [], "next_cursor": None}
-    assert client.request("GET", "/users/nobody/speakers").body == {
-        "user_id": "nobody", "speakers": [], "candidates": []}
+    for user, held in (("alice", True), ("emptied", True), ("nobody", False)):
+        for path in ("messages", "sessions", "speakers", "audit", "export"):
+            answer = client.request("GET", f"/users/{user}/{path}")
+            if held:
+                assert answer.status == 200, (user, path)
+            else:
+                assert answer.status == 404, path
+                assert answer.body["error"]["code"] == "unknown_user"
+                assert answer.body["error"]["field"] == "user_id"
+    assert client.request("GET", "/users/alice/messages").body["messages"]
+    assert client.request("GET", "/users/emptied/messages").body["messages"] == []
     for method, path in (("GET", "/users/nobody/messages/m1"), ("DELETE", "/users/nobody/messages/m1"),
                          ("POST", "/users/nobody/messages/m1/confirm"),
                          ("POST", "/users/nobody/messages/m1/reject")):
-        assert client.request(method, path).status == 404, path
+        refused = client.request(method, path)
+        assert refused.status == 404 and refused.body["error"]["code"] == "unknown_user", path
+    absent = client.request("GET", "/users/alice/messages/m9")  # a held user's missing message
+    assert absent.status == 404 and absent.body["error"]["code"] == "not_found"
+    assert client.search("nobody", "something").body == {"data": []}
+    assert client.contents("alice", "something") == ["something"]
+    assert client.request("DELETE", "/users/nobody").body["found"] is False
     assert user_files(app) == files
+    assert client.request("DELETE", "/users/alice").body["found"] is True
 
 
 # ---- refusals --------------------------------------------------------------------------

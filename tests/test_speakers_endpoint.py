@@ -132,10 +132,12 @@ def test_a_conversation_that_names_nobody_answers_empty_lists(c):
     assert speakers(c, "u")["speakers"]  # populated control, on the same server
 
 
-def test_an_unknown_user_answers_empty_lists_and_makes_no_file(app, c):
+def test_an_unknown_user_is_a_404_and_makes_no_file(app, c):
     files = user_files(app)
-    assert speakers(c, "nobody") == {"user_id": "nobody", "speakers": [], "candidates": []}
-    assert speakers(c, "U") == {"user_id": "U", "speakers": [], "candidates": []}  # ids are exact
+    for user in ("nobody", "U"):  # ids are exact: "U" is not "u"
+        refused = c.request("GET", f"/users/{user}/speakers")
+        assert refused.status == 404 and refused.body["error"]["code"] == "unknown_user"
+    assert speakers(c, "u")["speakers"]  # the control: the user held
     assert user_files(app) == files and len(files) == 2
 
 

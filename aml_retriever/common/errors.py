@@ -56,6 +56,14 @@ class NotFound(AmlError):
     code = "not_found"
 
 
+class UnknownUser(NotFound):
+    """A read of one user's memory (its messages, sessions, speakers, audit, export) naming a
+    user the store holds no file of: never added, or deleted. An empty answer would read as an
+    empty memory, and a misspelt id would pass for one."""
+
+    code = "unknown_user"
+
+
 class MethodNotAllowed(AmlError):
     status = 405
     code = "method_not_allowed"

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from aml_retriever.common.errors import InvalidField, NotFound
+from aml_retriever.common.errors import InvalidField, NotFound, UnknownUser
 from aml_retriever.http.metrics import CONTENT_TYPE, Metrics
 from aml_retriever.memory import exchange
 from aml_retriever.memory.lifecycle import NotProposed, Statements
@@ -90,6 +90,18 @@ def _user(params: Params) -> str:
     return parse_user({"user_id": params["user_id"]})
 
 
+def _held_user(c: Call, params: Params) -> str:
+    """The path's user, for a read of its memory: one the store does not hold (never added, or
+    deleted) is a 404 `unknown_user` naming `user_id`, not an empty page that reads as an
+    empty memory. Search answers such a user 200 with no data, as the contract asks, and a
+    DELETE what it removed: nothing."""
+    user_id = _user(params)
+    if not c.service.holds(user_id):
+        raise UnknownUser("user_id names no user this store holds: never added, or deleted "
+                          "(GET /users lists those it holds)", "user_id")
+    return user_id
+
+
 def _add(c: Call, body: dict[str, Any] | None, _: Params) -> Answer:
     return c.service.add(parse_add(body or {}, c.max_messages))
 
@@ -108,7 +120,7 @@ def _delete_user_path(c: Call, _: dict[str, Any] | None, params: Params) -> Answ
 
 def _audit(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     after, limit = parse_page(c.query)
-    return c.service.audit(_user(params), after, limit, parse_audit_order(c.query))
+    return c.service.audit(_held_user(c, params), after, limit, parse_audit_order(c.query))
 
 
 def _users(c: Call, _: dict[str, Any] | None, __: Params) -> Answer:
@@ -116,26 +128,26 @@ def _users(c: Call, _: dict[str, Any] | None, __: Params) -> Answer:
 
 
 def _sessions(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
-    user_id = _user(params)
+    user_id = _held_user(c, params)
     return Listing(c.service.store).sessions(user_id, parse_list(c.query))
 
 
 def _messages(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
-    user_id = _user(params)
+    user_id = _held_user(c, params)
     return Listing(c.service.store).messages(user_id, parse_list(c.query))
 
 
 def _speakers(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
-    return c.service.speakers(_user(params))
+    return c.service.speakers(_held_user(c, params))
 
 
 def _message(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
-    return Listing(c.service.store).message(_user(params), parse_message_id(params["id"]))
+    return Listing(c.service.store).message(_held_user(c, params), parse_message_id(params["id"]))
 
 
 def _forget(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
     """The removal path of MCP `forget` (service.forget), audited with actor http."""
-    user_id, message_id = _user(params), parse_message_id(params["id"])
+    user_id, message_id = _held_user(c, params), parse_message_id(params["id"])
     if not c.service.forget(user_id, [message_id], "forget", "http")["forgotten"]:
         raise absent(message_id)
     return {"success": True, "user_id": user_id, "id": f"m{message_id}", "forgotten": 1}
@@ -144,7 +156,7 @@ def _forget(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
 def _reviewed(c: Call, params: Params) -> tuple[Statements, int]:
     """The statements of the path's user and the message under review, which must exist (so a
     review of an unknown user makes no file)."""
-    user_id, message_id = _user(params), parse_message_id(params["id"])
+    user_id, message_id = _held_user(c, params), parse_message_id(params["id"])
     Listing(c.service.store).message(user_id, message_id)
     return Statements(c.service, user_id, "http"), message_id
 
@@ -165,8 +177,9 @@ def _reject(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
 
 
 def _export(c: Call, _: dict[str, Any] | None, params: Params) -> Answer:
-    """NDJSON of the Add bodies that rebuild the user (exchange.py); empty for an unknown user."""
-    return Raw(exchange.export_bytes(c.service.store, _user(params)), "application/x-ndjson")
+    """NDJSON of the Add bodies that rebuild the user (exchange.py): empty for a user whose
+    every message was forgotten."""
+    return Raw(exchange.export_bytes(c.service.store, _held_user(c, params)), "application/x-ndjson")
 
 
 # Every route, one row per method of a path template. A path that matches a template but not

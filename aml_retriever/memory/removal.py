@@ -34,7 +34,8 @@ class Removal(Part):
         hashes too), then truncate the WAL so the deleted text does not linger there either.
         A file that cannot be written (a full disk) or read (damaged) is unlinked instead, which
         needs neither: a user can always be forgotten. The catalog notes that a deletion
-        happened, with nothing that names the user."""
+        happened, with nothing that names the user. The answer says whether the store held the
+        user (`found`): deleting one it does not hold succeeds and removes nothing."""
         removed = {"messages": 0, "requests": 0, "sessions": 0, "views": 0}
         answer: dict[str, Any] = {"success": True, "user_id": user_id, "deleted": removed}
         try:
@@ -49,6 +50,7 @@ class Removal(Part):
             existed = True
         if existed:
             audit.record_deletion(self.store.path, actor)
+        answer["found"] = existed  # a misspelt id, or a deletion sent again: nothing was there
         return answer
 
     def _delete_rows(self, user_id: str, removed: dict[str, int]) -> bool:

@@ -89,6 +89,12 @@ class MemoryService:
                before: tuple[int, int] | None = None) -> list[dict[str, Any]]:
         return self.reads.recent(user_id, limit, visible, before)
 
+    def holds(self, user_id: str) -> bool:
+        """Whether the store holds the user: from its first Add (a file) until it is deleted. A
+        user whose every message was forgotten is held, with an empty memory."""
+        with self.store.connection(user_id, create=False) as conn:
+            return conn is not None
+
     def audit(self, user_id: str, after: int, limit: int, newest: bool = False) -> dict[str, Any]:
         return self.reads.audit(user_id, after, limit, newest)
 
