@@ -153,8 +153,9 @@ BEFORE_OUTPUTS = {
     "recall": {"type": "object", "properties": {
         "results": {"type": "array", "items": {
             "type": "object", "properties": {**_FIELDS, "score": {"type": "number"},
+                                             "match": {"type": "number"},
                                              "why": _STRINGS, "matched": _STRINGS},
-            "required": [*_REQUIRED, "score", "why", "matched"]}}, **_BUDGET},
+            "required": [*_REQUIRED, "score", "match", "why", "matched"]}}, **_BUDGET},
         "required": ["results"]},
     "forget": {"type": "object", "properties": {"forgotten": _STATEMENT},
                "required": ["forgotten"]},

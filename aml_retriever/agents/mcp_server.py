@@ -193,7 +193,7 @@ _STATEMENT = {
     "superseded_by": {"type": "string"},
 }
 STATEMENT = _object(_STATEMENT, ("superseded_by",))
-RECALLED = _object({**_STATEMENT, "score": {"type": "number"},
+RECALLED = _object({**_STATEMENT, "score": {"type": "number"}, "match": {"type": "number"},
                     "why": {"type": "array", "items": {"type": "string"}},
                     "matched": {"type": "array", "items": {"type": "string"}}},
                    ("superseded_by",))

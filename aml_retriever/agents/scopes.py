@@ -317,8 +317,9 @@ class ScopedMemory:
         word every statement holds, such as "user", counts for almost nothing), then the higher
         fused score (a reciprocal-rank sum, which ties the two memories' best and so cannot
         choose between them alone), then local (the project's own memory is the more specific).
-        A result's `score` is its match, comparable across memories; `matched` names the query
-        words it holds.
+        A result's `match` is that share, comparable across memories, and `matched` names the
+        query words it holds; its `score` is its match at most the score before it
+        (`ranked_scores`), so the list reads best first.
 
         With `max_words`, the best statements that fit it, best first (within_words): one that
         does not fit is left out whole and counted (`omitted`), and a later, shorter one may take
@@ -344,9 +345,12 @@ class ScopedMemory:
             bound = budget_note(len(merged) - len(kept), words, max_words,
                                 "raise max_words or ask a narrower query to read them")
             merged = [merged[i] for i in kept]
-        return {"results": [{**statement_of(name, item), "score": round(match, 4),
+        scores = ranked_scores([match for _, _, (match, _) in merged])
+        return {"results": [{**statement_of(name, item), "score": score, "match": round(match, 4),
                              "why": item["evidence_flags"], "matched": matched}
-                            for name, item, (match, matched) in merged], **bound}
+                            for (name, item, (match, matched)), score in zip(merged, scores,
+                                                                             strict=True)],
+                **bound}
 
     def recent(self, limit: int = 10, scope: str | None = None, kind: str | None = None,
                cursor: str | None = None, max_words: int | None = None) -> dict[str, Any]:
@@ -656,6 +660,18 @@ class QueryWeights:
         held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
         found = [(written, weight) for written, key, weight in self.terms if key in held]
         return sum(weight for _, weight in found) / total, [written for written, _ in found]
+
+
+def ranked_scores(matches: Sequence[float]) -> list[float]:
+    """The scores of a merged recall, in its order: each statement's match, at most the score
+    of the one before it. A memory's own ranking weighs more than the words a statement holds
+    (dates, names, the newest version of a fact first), so it may place a statement holding more
+    of the query's weight after one holding less; a score that rose down the list read as the
+    list out of order."""
+    scores: list[float] = []
+    for match in matches:
+        scores.append(round(min(match, scores[-1]) if scores else match, 4))
+    return scores
 
 
 def merge_heads(rankings: Sequence[Sequence[T]], key: Callable[[T], Any]) -> list[T]:
