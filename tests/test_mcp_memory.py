@@ -7,6 +7,7 @@ on open."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 from pathlib import Path
@@ -195,7 +196,7 @@ def test_recall_scores_read_best_first_where_a_memory_ranks_a_lower_match_first(
             memory.close()
         matches = [r["match"] for r in results]
         scores = [r["score"] for r in results]
-        out_of_order += any(b > a for a, b in zip(matches, matches[1:]))
+        out_of_order += any(b > a for a, b in itertools.pairwise(matches))
         assert scores == sorted(scores, reverse=True)
         assert scores == ranked_scores(matches) and scores[:1] == matches[:1]
     assert out_of_order >= 2
