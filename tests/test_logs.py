@@ -92,7 +92,7 @@ def test_the_text_line_keeps_its_shape_and_gains_the_request_id(client, caplog):
     client.request("GET", f"/users/{SECRET}/audit")
     lines = access_lines(caplog, 2)
     assert re.fullmatch(r"GET /health 200 [0-9]+\.[0-9]ms id=text-1", lines[0])
-    assert re.fullmatch(r"GET /users/\{user_id\}/audit 200 [0-9]+\.[0-9]ms id=[0-9a-f]{32}", lines[1])
+    assert re.fullmatch(r"GET /users/\{user_id\}/audit 404 [0-9]+\.[0-9]ms id=[0-9a-f]{32}", lines[1])
     assert SECRET not in "\n".join(lines)
 
 

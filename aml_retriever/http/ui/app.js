@@ -30,11 +30,19 @@ const forgottenAt = new Map();
 let forgets = 0;
 
 class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, code = "") {
     super(message);
     this.status = status;
+    this.code = code;
   }
 }
+
+// A read of a user the store does not hold (never added, or deleted) is a 404 unknown_user: the
+// page shows that user as empty, and says nothing is stored for it.
+const heldNot = (empty) => (error) => {
+  if (error.code === "unknown_user") return empty;
+  throw error;
+};
 
 // ---- calls ---------------------------------------------------------------------------------
 
@@ -52,7 +60,9 @@ async function call(method, path, body) {
     throw new ApiError(0, "the server cannot be reached");
   }
   const data = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, data?.error?.message || response.statusText);
+  if (!response.ok) {
+    throw new ApiError(response.status, data?.error?.message || response.statusText, data?.error?.code);
+  }
   return data;
 }
 
@@ -154,9 +164,11 @@ async function more(name, fresh = false) {
   if (cursor != null) params.set("cursor", cursor);
   const button = $("more-" + name);
   button.disabled = true; // one page at a time: a second click would ask for the same page again
-  const data = await call("GET", list.path() + "?" + params).finally(() => {
-    if (tickets[name] === mine) button.disabled = false;
-  });
+  const data = await call("GET", list.path() + "?" + params)
+    .catch(heldNot({[list.field]: [], next_cursor: null}))
+    .finally(() => {
+      if (tickets[name] === mine) button.disabled = false;
+    });
   const current = () => asked === generation && tickets[name] === mine;
   if (!current()) return;
   await namesRead; // rows show their speakers' names
@@ -305,7 +317,7 @@ function forgetSpeakers() {
 async function readSpeakers(asked) {
   let data;
   try {
-    data = await call("GET", userPath("/speakers"));
+    data = await call("GET", userPath("/speakers")).catch(heldNot({speakers: [], candidates: []}));
   } catch (error) {
     if (error.status === 401) throw error;
     if (asked === generation) $("speakers-line").textContent = `not read (${error.message})`;
