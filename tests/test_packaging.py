@@ -135,6 +135,11 @@ def test_pip_install_gives_the_aml_retriever_command(tmp_path):
                    "'aml_retriever.http'); print(h.joinpath('openapi.json').is_file(), "
                    "h.joinpath('ui', 'app.js').is_file())")
     assert shipped.stdout.split() == ["True", "True"], shipped.stderr
+    # The neighbour words of the `related` signal, read from the installed copy.
+    related = call(str(python), "-c", "from aml_retriever.analysis import related; "
+                   "print(related.DATA_FILE.is_file(), str(related.DATA_FILE).startswith("
+                   f"{str(env_dir)!r}), 'violins' in related.neighbours('instruments'))")
+    assert related.stdout.split() == ["True", "True", "True"], related.stderr
 
 
 def test_help_names_the_program_as_it_was_started(capsys):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aml_retriever.analysis.dates import iso_utc
+from aml_retriever.analysis.related import MOST_NEIGHBOURS, neighbours
 from aml_retriever.analysis.tokenizer import index_text, light_stem, reading_words
 from aml_retriever.common.errors import AmlError, InvalidField, NotFound
 from aml_retriever.common.signals import RetrievalConfig
@@ -634,31 +635,56 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class QueryWeights:
     """A query's content words (light stems) and CJK n-grams, each with its IDF over the
-    memories searched, as `match` weighs a statement by them."""
+    memories searched, as `match` weighs a statement by them; and for each word neither memory
+    holds, the words nearest it in meaning that they hold (the `related` signal's, at its share
+    of the word's weight)."""
 
     terms: tuple[tuple[str, str, float], ...]  # (as the query wrote it, as compared, weight)
+    # (as the query wrote it, the light stems of its neighbours the memories hold, their weight)
+    related: tuple[tuple[str, frozenset[str], float], ...] = ()
 
     @classmethod
     def of(cls, query: str, services: Sequence[MemoryService]) -> QueryWeights:
         written = content_terms(query)
         keys = ([("words", w, light_stem(w)) for w in dict.fromkeys(written.words)]
                 + [("grams", g, g) for g in dict.fromkeys(written.grams)])
-        size, counts = 0, [0] * len(keys)
+        size, counts = cls._counts(services, [Term(c, w) for c, w, _ in keys])
+        terms = tuple((w, key, idf(size, df)) for (_, w, key), df in zip(keys, counts, strict=True))
+        share = services[0].retrieval.weight("related") if services else 0.0
+        related = tuple((word, near, share * weight) for (word, _, weight), df, (column, _, _)
+                        in zip(terms, counts, keys, strict=True)
+                        if share > 0 and df == 0 and column == "words"
+                        for near in [cls._held_neighbours(word, services)] if near)
+        return cls(terms, related)
+
+    @staticmethod
+    def _counts(services: Sequence[MemoryService], terms: list[Term]) -> tuple[int, list[int]]:
+        size, counts = 0, [0] * len(terms)
         for service in services:
-            n, held = service.document_counts(MEMORY_USER, [Term(c, w) for c, w, _ in keys])
+            n, held = service.document_counts(MEMORY_USER, terms)
             size, counts = size + n, [a + b for a, b in zip(counts, held, strict=True)]
-        return cls(tuple((w, key, idf(size, df)) for (_, w, key), df in zip(keys, counts,
-                                                                         strict=True)))
+        return size, counts
+
+    @classmethod
+    def _held_neighbours(cls, word: str, services: Sequence[MemoryService]) -> frozenset[str]:
+        """The light stems of the word's nearest words that the memories hold, at most
+        MOST_NEIGHBOURS, as a Search searches for them (engine/hits.py)."""
+        near = list(neighbours(word))
+        _, counts = cls._counts(services, [Term("words", n) for n in near])
+        held = [light_stem(n) for n, df in zip(near, counts, strict=True) if df > 0]
+        return frozenset(held[:MOST_NEIGHBOURS])
 
     def match(self, content: str) -> tuple[float, list[str]]:
         """The share of the query's weight a statement holds, and the query words it holds (a
-        word counts when its light stem does: "lives" holds "live")."""
+        word counts when its light stem does: "lives" holds "live"; a word no memory holds
+        counts at the `related` share when one of its neighbours is held)."""
         total = sum(weight for _, _, weight in self.terms)
         if not total:
             return 0.0, []
         terms = index_text(content)
         held = frozenset(_stems(terms.words.split())) | frozenset(terms.grams.split())
         found = [(written, weight) for written, key, weight in self.terms if key in held]
+        found += [(written, weight) for written, near, weight in self.related if near & held]
         return sum(weight for _, weight in found) / total, [written for written, _ in found]
 
 

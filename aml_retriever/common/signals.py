@@ -59,6 +59,15 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("hop", 0.3, "a second round: messages found only by the distinctive terms of the best "
            "hits, for evidence sharing no word with the question"),
     Signal("first_person", 0.5, "first-person questions: the user's own messages, in lexical order"),
+    # A share, not a list weight: an English word of the question that the user's messages
+    # lack also searches for its nearest words in meaning (analysis/related.py) that they hold,
+    # at most related.MOST_NEIGHBOURS of them, each at this share of the word's own weight in the
+    # lexical list, so a question's own words always count for more than their neighbours.
+    # 0 -> 0.2: synthetic paraphrase MRR .689 -> .804 (0.4: .822), mixed .728 -> .756 (0.4:
+    # .762); BEAM, MemDaily unchanged; LoCoMo leaderboard-format dev MRR .661 -> .663, b@1000w
+    # .851 -> .849, its multi-hop b@1000w .581 -> .575 (0.4: .571): 0.2 (docs/EVAL.md).
+    Signal("related", 0.2, "words nearest in meaning to the question's English words, searched "
+           "at this share of their word's weight (analysis/related.py)"),
     # An exponent, not a list weight: lexical scores of texts longer than hits.LONG_TOKENS
     # index terms are scaled by (LONG_TOKENS / length) ** weight.
     Signal("brevity", 1.0, "lexical scores of long texts discounted by their length (an exponent)"),

@@ -1,12 +1,14 @@
 """Why each result stands where it does, as its answer tells a caller: its flags (`flags`, the
 signals that put it there) and, when the Search asks to explain, each fused list's part in its
-score (`Explanation`, `Part`)."""
+score (`Explanation`, `Part`) and the words nearest in meaning to the question's that it holds
+(`held_neighbours`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from aml_retriever.analysis.tokenizer import light_stem, words_of
 from aml_retriever.common.signals import SIGNAL_NAMES, RetrievalConfig
 from aml_retriever.engine.fusion import Candidate
 from aml_retriever.engine.rows import MessageRow
@@ -69,3 +71,14 @@ class Explanation:
         total = sum(terms.values())
         return tuple(Part(name, rank, weight, terms[name] / total if total > 0 else 0.0)
                      for name, (rank, weight) in added.items())
+
+
+def held_neighbours(related: Sequence[tuple[str, str]], texts: Sequence[str]
+                    ) -> list[dict[str, str]]:
+    """Which question word brought which neighbour (the `related` signal's (word, neighbour)
+    searched for) that these texts hold, compared as light stems."""
+    if not related:
+        return []
+    stems = {light_stem(word) for text in texts for word in words_of(text)}
+    return [{"word": word, "neighbour": near} for word, near in related
+            if light_stem(near) in stems]

@@ -76,6 +76,11 @@ class Retrieval:
         """The one stage kept over the deeper readings: it remembers the lengths it read."""
         return HitReader(self.conn, self.config, self.index, self.visible, self.rows, self.held)
 
+    @property
+    def related_words(self) -> list[tuple[str, str]]:
+        """(question word, neighbour) of each word the `related` signal searched for."""
+        return self._hits.related_words
+
     def run(self, plan: QueryPlan, top_k: int, session_id: str | None,
             max_words: int | None = None) -> list[Result]:
         """The best `top_k` distinct pieces of evidence, within `max_words` words when given.

@@ -13,6 +13,7 @@ from aml_retriever.analysis.tokens import pieces, pieces_within
 from aml_retriever.engine import window
 from aml_retriever.engine.candidates import Term, TermIndex
 from aml_retriever.engine.held import Held
+from aml_retriever.engine.provenance import held_neighbours
 from aml_retriever.engine.query import plan
 from aml_retriever.engine.retrieval import Result, Retrieval
 from aml_retriever.engine.rows import load_rows
@@ -58,7 +59,8 @@ class Reads(Part):
                     m for r in results for m in r.candidate.members)) if view else {}
                 shown = [[lines[m] for m in r.candidate.members] if view else None
                          for r in results]
-                data = [self._result(r, retrieval.rows, statements, said, retrieval.named)
+                data = [self._result(r, retrieval.rows, statements, said, retrieval.named,
+                                     retrieval.related_words)
                         for r, said in zip(results, shown, strict=True)]
                 words = retrieval.words_returned
                 if self.service.answer_window_tokens:
@@ -177,9 +179,12 @@ class Reads(Part):
         return items
 
     def _result(self, result: Result, rows: dict[int, Any], statement: bool,
-                said: list[Said] | None = None, named: Named | None = None) -> dict[str, Any]:
+                said: list[Said] | None = None, named: Named | None = None,
+                related: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         """A ranked result as an answer item (as the reader's view shows its messages, `said`,
-        when it is on); explained, with the speakers the question names who said it."""
+        when it is on); explained, with the speakers the question names who said it and the
+        words nearest in meaning to the question's that it holds (`related`: (question word,
+        neighbour) of each searched for)."""
         members = [rows[m] for m in result.candidate.members]
         first = members[0]
         kind = result.candidate.view
@@ -204,6 +209,9 @@ class Reads(Part):
                         for s in (named.said(m.role, m.signal_keys) if named else [])]
             if speakers:
                 item["explain"]["speakers"] = speakers
+            held = held_neighbours(related, [m.content for m in members])
+            if held:
+                item["explain"]["related"] = held
             if said:
                 item["explain"]["reader_view"] = reader_view.added(said)
         if statement:
