@@ -360,8 +360,10 @@ def test_two_projects_never_see_each_others_local_memory_and_share_the_global_on
     for tool, arguments in (("recall", {"query": "deploy pipeline"}), ("recent", {})):
         assert contents(alpha, tool, **arguments) == {"Alpha uses the orange deploy pipeline.", shared}
         assert contents(beta, tool, **arguments) == {"Beta uses the purple deploy pipeline.", shared}
-    assert contents(alpha, "recall", query="purple") == set()
-    assert contents(beta, "recall", query="orange") == set()
+    # Neither project finds the other's statement, even by its own distinctive word (each may
+    # find its own colour as the word's neighbour in meaning: the related signal).
+    assert contents(alpha, "recall", query="purple") <= {"Alpha uses the orange deploy pipeline."}
+    assert contents(beta, "recall", query="orange") <= {"Beta uses the purple deploy pipeline."}
     assert beta.call("forget", id="global:1")["isError"] is False  # one account, one memory
     assert contents(alpha, "recent") == {"Alpha uses the orange deploy pipeline."}
 
