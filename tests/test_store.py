@@ -338,3 +338,30 @@ def test_the_upgrade_keeps_the_id_sequence_so_a_forgotten_id_is_never_reused(tmp
         assert [m["id"] for m in current.messages_of_request("alice", "r9")] == ["m41"]
     finally:
         current.close()
+
+
+def test_a_new_user_file_has_small_pages_and_one_made_before_keeps_its_own(tmp_path):
+    """A user of one short message takes at most 64 KB on disk after a graceful close (each of
+    its tables and indexes a page of pool.USER_PAGE_SIZE); a file made with SQLite's default
+    4 KiB pages keeps them, and is read and written as before (the control)."""
+    path = tmp_path / "aml.db"
+    service = MemoryService(Store(path))
+    add(service, "one", "r1", "Hello, I moved to Lisbon last week.")
+    service.close()
+    service = MemoryService(Store(path))
+    older = service.store.shard_path("older")
+    older.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(older) as made_before:  # an empty file as SQLite made them before
+        made_before.execute("PRAGMA page_size = 4096")
+        made_before.execute("PRAGMA journal_mode = WAL")
+    add(service, "older", "r1", "Hello again from the older file.")
+    found = service.search(SearchRequest("older file", "older", 10, (), None))["data"]
+    one = service.store.shard_path("one")
+    service.close()
+    assert [item["content"] for item in found] == ["Hello again from the older file."]
+    pages = {}
+    for user, file in (("one", one), ("older", older)):
+        with sqlite3.connect(file) as conn:
+            pages[user] = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert pages == {"one": pool.USER_PAGE_SIZE, "older": 4096}
+    assert one.stat().st_size <= 64 * 1024
