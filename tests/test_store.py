@@ -24,6 +24,7 @@ from aml_retriever.storage.migrations import (
     SHARD_SCHEMA,
     signal_keys_of,
 )
+from aml_retriever.storage.pages import USER_PAGE_SIZE
 from aml_retriever.storage.store import Store
 
 
@@ -342,8 +343,9 @@ def test_the_upgrade_keeps_the_id_sequence_so_a_forgotten_id_is_never_reused(tmp
 
 def test_a_new_user_file_has_small_pages_and_one_made_before_keeps_its_own(tmp_path):
     """A user of one short message takes at most 64 KB on disk after a graceful close (each of
-    its tables and indexes a page of pool.USER_PAGE_SIZE); a file made with SQLite's default
-    4 KiB pages keeps them, and is read and written as before (the control)."""
+    its tables and indexes a page of pages.USER_PAGE_SIZE); a file made with SQLite's default
+    4 KiB pages keeps them, and is read and written as before (the control), until `reindex`
+    rewrites it with the smaller page, its messages intact."""
     path = tmp_path / "aml.db"
     service = MemoryService(Store(path))
     add(service, "one", "r1", "Hello, I moved to Lisbon last week.")
@@ -363,5 +365,14 @@ def test_a_new_user_file_has_small_pages_and_one_made_before_keeps_its_own(tmp_p
     for user, file in (("one", one), ("older", older)):
         with sqlite3.connect(file) as conn:
             pages[user] = conn.execute("PRAGMA page_size").fetchone()[0]
-    assert pages == {"one": pool.USER_PAGE_SIZE, "older": 4096}
+    assert pages == {"one": USER_PAGE_SIZE, "older": 4096}
     assert one.stat().st_size <= 64 * 1024
+    service = MemoryService(Store(path, reindexing=True))  # reindex rewrites the older file
+    assert service.reindex() == {"users": 2, "messages": 2, "resized": 1}
+    found = service.search(SearchRequest("older file", "older", 10, (), None))["data"]
+    service.close()
+    assert [item["content"] for item in found] == ["Hello again from the older file."]
+    with sqlite3.connect(older) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == USER_PAGE_SIZE
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -13,7 +13,7 @@ from aml_retriever.analysis.speakers import Mention
 from aml_retriever.analysis.tokens import pieces
 from aml_retriever.memory.derived import empty_indexes, index_message, rebuild_views, record_speakers
 from aml_retriever.memory.parts import Part
-from aml_retriever.storage import copies, resources, speakers
+from aml_retriever.storage import copies, pages, resources, speakers
 
 
 class Upkeep(Part):
@@ -22,8 +22,9 @@ class Upkeep(Part):
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         """Rebuild every derived row (features, signal keys and marks, token counts, index rows,
         links, segments) of every user from the original messages, one transaction per user,
-        for the current settings."""
-        users = messages = 0
+        for the current settings; and rewrite a file made with another page size with the
+        current one (pages.py: `resized`)."""
+        users = messages = resized = 0
         paths = self.store.shard_paths()
         for done, path in enumerate(paths, 1):
             with self.store.connection_at(path) as conn:
@@ -32,10 +33,11 @@ class Upkeep(Part):
                         messages += self._rebuild(conn)
                         self.store.record_index_identity(conn)
                     users += 1
+                    resized += pages.resize(conn)
             if progress:
                 progress(done, len(paths))
         self.store.record_index_identity()
-        return {"users": users, "messages": messages}
+        return {"users": users, "messages": messages, "resized": resized}
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         conn.execute("DELETE FROM speakers")

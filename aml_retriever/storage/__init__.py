@@ -1,7 +1,8 @@
 """Where bytes live: the catalog and one SQLite file per user behind one facade (`store`): the
 catalog and the lock a server holds on it (`catalog`), the schema every file is brought to
 (`schema`) through numbered migrations (`migrations`), the user files and their quarantine
-(`user_files`), the connections every thread shares (`pool`), the gate that keeps a file's
+(`user_files`) and their page size (`pages`), the connections every thread shares (`pool`),
+the gate that keeps a file's
 opening and its removal apart (`gate`), read and write transactions
 (`transactions`), the committed state a read sees (`generation`), planned checkpoints
 (`checkpoints`), what the disk can refuse (`resources`), a user file read through a copy in

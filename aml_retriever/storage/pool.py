@@ -19,6 +19,7 @@ from pathlib import Path
 from aml_retriever.common.errors import Overloaded, StorageFull
 from aml_retriever.storage import copies, resources
 from aml_retriever.storage.gate import Gate
+from aml_retriever.storage.pages import USER_PAGE_SIZE
 from aml_retriever.storage.schema import Schema
 
 # How long a writer waits for another writer of the same user before giving up.
@@ -32,11 +33,6 @@ IDLE_CONNECTIONS = 64
 # Without it every open connection may keep a 2 MiB page cache, and 16 workers x 16 files each
 # measured 624 MB of server memory; the operating system's file cache still holds the pages.
 SQLITE_HEAP_LIMIT = 64 * 1024 * 1024
-# The page of a new user file. Every table and index takes a page at least, and a file holds 27
-# of them: a user of one short message took 110,592 bytes at SQLite's default of 4,096 and
-# takes 59,392 (29 pages) at 2,048 (docs/BENCHMARKS.md, with what it costs a Search and an Add). A file
-# made before keeps its own page (the size is fixed once a file is in WAL mode).
-USER_PAGE_SIZE = 2048
 
 
 class Connections:
@@ -219,7 +215,7 @@ class Connections:
         # need room on a full disk.
         conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute(f"PRAGMA page_size = {USER_PAGE_SIZE}")  # a new file's; an existing keeps its own
+        conn.execute(f"PRAGMA page_size = {USER_PAGE_SIZE}")  # a new file's (pages.py)
         _use_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         # Deleted text is overwritten with zeros, so a deleted user does not linger in free pages.
