@@ -213,8 +213,9 @@ def measure_search(path: Path, questions: dict[str, list[str]], count: int,
 
 
 def measure_server(others: OthersStore, scratch: Path, questions: dict[str, list[str]],
-                   requests: int, seed: int) -> dict[str, Any]:
-    """Serve a linked copy of the store, load it, read VmRSS and VmHWM."""
+                   requests: int, seed: int, held_megabytes: int | None = None) -> dict[str, Any]:
+    """Serve a linked copy of the store, load it, read VmRSS and VmHWM; with `held_megabytes`,
+    the server holds that much of its users' reads (`--held-megabytes`: 0 holds nothing)."""
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     path = scratch / "aml.db"
@@ -224,7 +225,8 @@ def measure_server(others: OthersStore, scratch: Path, questions: dict[str, list
     searches = [(u, q) for u, qs in questions.items() for q in qs]
     rng.shuffle(searches)
     try:
-        with ServerProcess(path, scratch / "server.log") as server, \
+        held = () if held_megabytes is None else ("--held-megabytes", str(held_megabytes))
+        with ServerProcess(path, scratch / "server.log", *held) as server, \
                 multiprocessing.get_context("spawn").Pool(1) as pool:
             time.sleep(0.5)
             idle = server.memory_mb()
@@ -256,7 +258,7 @@ def measure_size(args: argparse.Namespace, root: Path, size: int, per_user: int)
     row["search_ms"] = {name: s.summary() for name, s in samples.items()}
     log(f"n={size:,}: server memory under {args.rss_requests:,} requests of {RSS_CLIENTS} clients")
     row["server"] = measure_server(others, root / f"serve-n{size}-u{per_user}", questions,
-                                   args.rss_requests, args.seed)
+                                   args.rss_requests, args.seed, args.held_megabytes)
     row["passed_bytes"] = row["ratio"] <= args.max_bytes_ratio
     row["passed_rss"] = row["server"]["hwm_mb"] <= args.max_rss_mb
     log(f"n={size:,}: {row['bytes_per_message']:.0f} B/msg ({row['ratio']:.2f}x content), Search "
@@ -361,6 +363,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="in-process Searches of random users per size")
     parser.add_argument("--rss-requests", type=int, default=4_000,
                         help="requests sent to the server before its memory is read")
+    parser.add_argument("--held-megabytes", type=int, default=None,
+                        help="the server's --held-megabytes (default: its own default; 0 holds "
+                             "nothing, as a server of many users asked at random mostly does)")
     parser.add_argument("--max-bytes-ratio", type=float, default=4.0,
                         help="pass when disk bytes are at most this times the content bytes")
     parser.add_argument("--max-rss-mb", type=float, default=200.0,
