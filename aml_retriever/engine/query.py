@@ -69,9 +69,7 @@ class QueryPlan:
     # Those known by the role the conversation gives them (engine/speakers.py): (name, role).
     speaker_roles: tuple[tuple[str, str], ...] = ()
     past: str | None = None  # which past version it asks for: 'first', 'before' or None
-    # Each English word of the ask with the words nearest it in meaning that the question does
-    # not hold (analysis/related.py), nearest first: what the `related` signal may search for.
-    related: tuple[tuple[Term, tuple[str, ...]], ...] = ()
+    ask_words: tuple[str, ...] = ()  # the content words of the part that asks
 
     @property
     def period(self) -> str | None:
@@ -88,6 +86,15 @@ class QueryPlan:
         """The question's content terms by index column, without their weights."""
         return QueryTerms([t.text for t in self.lexical if t.column == "words"],
                           [t.text for t in self.lexical if t.column == "grams"])
+
+    @cached_property
+    def related(self) -> tuple[tuple[Term, tuple[str, ...]], ...]:
+        """Each English word of the ask with the words nearest it in meaning that the question
+        does not hold (analysis/related.py), nearest first: what the `related` signal may
+        search for. Worked out when asked (the list is read on the first question that needs
+        it: a process with the signal off never reads it)."""
+        own = {light_stem(t.text) for t in self.lexical if t.column == "words"}
+        return related_words(self.lexical, self.ask_words, self.names, own)
 
     @property
     def expression(self) -> str | None:
@@ -119,13 +126,11 @@ def plan(query: str, options: tuple[str, ...] = (), now_ms: int | None = None) -
     option_terms = QueryTerms([w for w in option_terms.words if w not in own],
                               [g for g in option_terms.grams if g not in own])
     asks_history = _ASKS_HISTORY.search(ask) is not None
-    own_words = {light_stem(w) for w in ask_terms.words + aside_terms.words}
-    names = names_in(ask)
     return QueryPlan(
         lexical=lexical,
         exact=frozenset(ask_terms.words or aside_terms.words),
         entities=frozenset(entities_of(ask)),
-        names=names,
+        names=names_in(ask),
         numbers=frozenset(numbers_of(ask)),
         dates=tuple(dict.fromkeys(m.value for m in date_mentions(ask, now_ms)
                                   if m.kind not in _RELATIVE_TO_ASKING)),
@@ -134,18 +139,18 @@ def plan(query: str, options: tuple[str, ...] = (), now_ms: int | None = None) -
         options=tuple(weighted_terms(option_terms, QueryTerms([], []))),
         first_person=_FIRST_PERSON.search(ask) is not None,
         past="first" if _ASKS_FIRST.search(ask) else "before" if _ASKS_BEFORE.search(ask) else None,
-        related=related_words(lexical, ask_terms, names, own_words),
+        ask_words=tuple(ask_terms.words),
     )
 
 
-def related_words(lexical: tuple[Term, ...], ask: QueryTerms, names: frozenset[str],
+def related_words(lexical: tuple[Term, ...], ask: tuple[str, ...], names: frozenset[str],
                   own: set[str]) -> tuple[tuple[Term, tuple[str, ...]], ...]:
     """Each English word of the ask but the names it gives (a capitalised word within its
     sentence: "Melanie"'s nearest words are other names), with its nearest words in meaning
     that the question does not hold as they stem (`own`: the light stems of its words)."""
     found = []
     for term in lexical:
-        if term.column == "words" and term.text in ask.words and term.text.isascii() \
+        if term.column == "words" and term.text in ask and term.text.isascii() \
                 and term.text not in names:
             near = tuple(n for n in neighbours(term.text) if light_stem(n) not in own)
             if near:
