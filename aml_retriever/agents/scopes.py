@@ -30,8 +30,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from aml_retriever.analysis import related
 from aml_retriever.analysis.dates import iso_utc
-from aml_retriever.analysis.related import MOST_NEIGHBOURS, neighbours
+from aml_retriever.analysis.related import neighbours
 from aml_retriever.analysis.tokenizer import index_text, light_stem, reading_words
 from aml_retriever.common.errors import AmlError, InvalidField, NotFound
 from aml_retriever.common.signals import RetrievalConfig
@@ -669,10 +670,10 @@ class QueryWeights:
     def _held_neighbours(cls, word: str, services: Sequence[MemoryService]) -> frozenset[str]:
         """The light stems of the word's nearest words that the memories hold, at most
         MOST_NEIGHBOURS, as a Search searches for them (engine/hits.py)."""
-        near = list(neighbours(word))
+        near = neighbours(word)
         _, counts = cls._counts(services, [Term("words", n) for n in near])
-        held = [light_stem(n) for n, df in zip(near, counts, strict=True) if df > 0]
-        return frozenset(held[:MOST_NEIGHBOURS])
+        count = dict(zip(near, counts, strict=True))
+        return frozenset(map(light_stem, related.held(near, lambda n: count[n] > 0)))
 
     def match(self, content: str) -> tuple[float, list[str]]:
         """The share of the query's weight a statement holds, and the query words it holds (a

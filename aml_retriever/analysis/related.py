@@ -12,7 +12,9 @@ process.
 from __future__ import annotations
 
 import gzip
+import itertools
 import threading
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,6 +44,13 @@ def neighbours(word: str) -> tuple[str, ...]:
     if found is None:
         found = table.get(light_stem(word), "")
     return tuple(found.split())
+
+
+def held(near: Iterable[str], holds: Callable[[str], bool]) -> list[str]:
+    """The nearest MOST_NEIGHBOURS of these neighbours that a memory holds (`holds`), in order:
+    what the `related` signal searches for (engine/hits.py) and recall's match counts
+    (agents/scopes.py). Asked in order, so only as many as needed are looked up."""
+    return list(itertools.islice((word for word in near if holds(word)), MOST_NEIGHBOURS))
 
 
 @lru_cache(maxsize=1)

@@ -209,7 +209,7 @@ class TermIndex:
             found = self._read_hits(term, limit, session_id)
             self.held.keep("hits", key, (limit, found), _list_bytes)
         if len(found) < limit and session_id is None and not self.hides:
-            self.held.keep("df", term, len(found))  # every match read: its count is known
+            self.held.keep("df", (term.column, term.text), len(found))  # every match read: its count is known
             if term.column == "words":
                 self._holders.setdefault(term.text, self.held.one(
                     "holders", key, lambda: frozenset(rowid for rowid, _ in found), _set_bytes))
@@ -242,8 +242,9 @@ class TermIndex:
         return self._holders.get(word)
 
     def doc_count(self, term: Term) -> int:
-        """How many messages hold the term (FTS5's df for it)."""
-        return self.held.one("df", term, lambda: self.conn.execute(
+        """How many messages hold the term (FTS5's df for it), held by column and text: a
+        term searched at another weight (an aside's, a neighbour's) is counted once."""
+        return self.held.one("df", (term.column, term.text), lambda: self.conn.execute(
             f"SELECT count(*) FROM {INDEX} WHERE {INDEX} MATCH ?",
             (term.expression,)).fetchone()[0])
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aml_retriever.analysis import related
 from aml_retriever.analysis.dates import period_span_ms
 from aml_retriever.analysis.features import DATE_KEY, KEY_END
-from aml_retriever.analysis.related import MOST_NEIGHBOURS
 from aml_retriever.common.signals import RetrievalConfig
 from aml_retriever.engine.candidates import Term, TermIndex, best, held_counts, idf, tf_part
 from aml_retriever.engine.held import Held
@@ -115,12 +115,12 @@ class HitReader:
         w = self.config.weight
         named = plan.speaker_roles and w("speaker") > 0
         said = self._said_in(plan, session_id) if plan.dates and w("date") > 0 else []
-        related = self._related(plan)
+        near = self._related(plan)
         if not named and not said:
-            return self.index.ranked(plan.lexical + related, limit, session_id)
+            return self.index.ranked(plan.lexical + near, limit, session_id)
         speaker_term = SpeakerTerm(self.conn, self.index, self.visible, self.held)
         terms, named_terms = speaker_term.split(plan) if named else (plan.lexical, [])
-        scores = self.index.scores(tuple(terms) + related, limit, session_id)
+        scores = self.index.scores(tuple(terms) + near, limit, session_id)
         speaker_term.add(scores, named_terms, limit, session_id)
         self._add_said(scores, said)
         return best(scores, limit, self.index.said)
@@ -143,17 +143,13 @@ class HitReader:
         searched = {t.text for t in plan.lexical}
         terms: list[Term] = []
         for term, near in plan.related:
-            if self.index.doc_count(Term("words", term.text)) > 0:
+            if self.index.doc_count(term) > 0:
                 continue
-            found = 0
-            for word in near:
-                if found == MOST_NEIGHBOURS:
-                    break
-                if word not in searched and self.index.doc_count(Term("words", word)) > 0:
-                    searched.add(word)
-                    terms.append(Term("words", word, share * term.weight))
-                    self.related_words.append((term.text, word))
-                    found += 1
+            for word in related.held((n for n in near if n not in searched),
+                                     lambda n: self.index.doc_count(Term("words", n)) > 0):
+                searched.add(word)
+                terms.append(Term("words", word, share * term.weight))
+                self.related_words.append((term.text, word))
         return tuple(terms)
 
     def _said_in(self, plan: QueryPlan, session_id: str | None) -> list[tuple[str, set[int]]]:
