@@ -184,3 +184,33 @@ def memory(tmp_path: Any) -> Iterator[Any]:
 def ids(results: list[dict[str, Any]]) -> list[str]:
     """The statement ids of a recall or recent answer, in order."""
     return [r["id"] for r in results]
+
+
+def free_port() -> int:
+    """A port no one listens on, for a server a test starts by a port it names (a README block,
+    a cluster's shards). Taken below the kernel's range of ephemeral ports: a port found free by
+    binding port 0 is an ephemeral one, and any client socket opened before the server binds it
+    may take it (a README block's server once exited "address in use" beside a benchmark's
+    clients). Random, so tests in parallel processes rarely try the same one; checked by binding
+    it on every address, as a server bound to 0.0.0.0 needs."""
+    import random
+    low = _ephemeral_low()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 16_384), low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768

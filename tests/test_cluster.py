@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Client
+from conftest import Client, free_port
 
 from aml_retriever import __version__
 from aml_retriever.cluster import mover
@@ -93,11 +93,6 @@ def run_cluster_sh(*args: str, cwd: Path | None = None,
                    script: str = str(CLUSTER_SH)) -> subprocess.CompletedProcess[str]:
     return subprocess.run([script, *args], capture_output=True, text=True, timeout=180, cwd=cwd)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -12,7 +12,7 @@ import subprocess
 from contextlib import closing
 from pathlib import Path
 
-from conftest import Client
+from conftest import Client, free_port
 
 from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import parse_add
@@ -78,12 +78,6 @@ def use_it_block(readme: str) -> str:
     start = text.index("```bash\n./scripts/serve.sh --port 8080 &\n") + len("```bash\n")
     return text[start:text.index("```", start)]
 
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_quick_start_prints_its_answers_when_pasted(tmp_path):

@@ -24,12 +24,11 @@ import json
 import os
 import re
 import shutil
-import socket
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
 import pytest
-from conftest import Client, start_app
+from conftest import Client, free_port, start_app
 
 from aml_retriever.cluster import control
 from aml_retriever.cluster.haproxy import version as haproxy_version
@@ -801,11 +800,6 @@ def haproxy_missing() -> str | None:
         return exc.message
     return None
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from aml_retriever import __version__
 from aml_retriever.cli import COMMANDS
@@ -37,11 +37,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     """This environment without AML_* settings (a developer's own must not leak in), plus extra."""
     return {**{k: v for k, v in os.environ.items() if not k.startswith("AML_")}, **extra}
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
