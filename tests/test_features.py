@@ -97,8 +97,15 @@ def test_every_word_a_date_guard_looks_for_still_finds_its_dates() -> None:
 @given(ascii_texts)
 def test_one_reading_of_the_words_finds_what_each_feature_finds_alone(text: str) -> None:
     """extract reads an ASCII text's words once for numbers, dates and update cues; each feature
-    read on its own finds the same."""
+    read on its own finds the same, in what extract reads: the text after a "Name: " prefix
+    ("Seventeen: " names a speaker, whose name is no number)."""
     found = features.extract("user", text, 1685000000000)
-    assert found.numbers == features.numbers_of(text)
-    assert list(found.dates) == dates.extract_dates(text, 1685000000000)
-    assert found.update == (features._UPDATE.search(text) is not None)
+    _, body = features.speaker_of("user", text)
+    assert found.numbers == features.numbers_of(body)
+    assert list(found.dates) == dates.extract_dates(body, 1685000000000)
+    assert found.update == (features._UPDATE.search(body) is not None)
+
+
+def test_a_speakers_prefix_is_no_number():
+    assert features.extract("user", "Seventeen: we met.", 1685000000000).numbers == ()
+    assert features.extract("user", "We met seventeen times.", 1685000000000).numbers == ("17",)
