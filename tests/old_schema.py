@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from reliability_support import user_file
 
-from aml_retriever.analysis.features import extract
+from aml_retriever.analysis.features import Features, extract
 from aml_retriever.analysis.tokenizer import index_text
 from aml_retriever.storage.migrations import SHARD_FORMAT, SHARD_MIGRATIONS
 from aml_retriever.storage.store import Store
@@ -20,9 +21,29 @@ OldAdd = tuple[str, str, list[tuple[str, str, int]]]
 LAST_WITH_WINDOW_ROWS = 3
 
 
+def features_json(features: Features) -> str:
+    """Features as schemas 1 to 13 stored them with each message: a JSON array in field order,
+    `[speaker, entities, numbers, dates, update]`, without the trailing fields at their defaults."""
+    fields = [features.speaker, list(features.entities), list(features.numbers),
+              list(features.dates), int(features.update)]
+    while fields and not fields[-1]:
+        fields.pop()
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def _restore_features(conn: sqlite3.Connection) -> None:
+    """Undo migration 14: each message's features stored again, as schema 13 held them."""
+    conn.execute("ALTER TABLE messages ADD COLUMN features TEXT NOT NULL DEFAULT ''")
+    for message_id, role, content, timestamp in conn.execute(
+            "SELECT id, role, content, timestamp_ms FROM messages").fetchall():
+        conn.execute("UPDATE messages SET features = ? WHERE id = ?",
+                     (features_json(extract(role, content, timestamp)), message_id))
+
+
 # What each shard migration from 5 on added, undone: a current user file taken back to the
 # schema before it, its rows kept (`take_back`). A new migration adds its line here.
-_UNDO = {
+_UNDO: dict[int, str | Callable[[sqlite3.Connection], None]] = {
+    14: _restore_features,
     13: "SELECT 1;",  # dropped notes and speakers' evidence only
     12: """DROP INDEX messages_by_session; ALTER TABLE messages DROP COLUMN said;
            CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id, role,
@@ -51,7 +72,11 @@ def take_back(path: Path, version: int) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for done in range(len(SHARD_MIGRATIONS), version, -1):
-            conn.executescript(_UNDO[done])
+            undo = _UNDO[done]
+            if isinstance(undo, str):
+                conn.executescript(undo)
+            else:
+                undo(conn)
         conn.execute(f"PRAGMA user_version = {version}")
     finally:
         conn.close()
@@ -100,7 +125,7 @@ def _add_message(conn: sqlite3.Connection, request_id: str, session_id: str, pos
     message_id = conn.execute(
         "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
         "request_id, position, features) VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
-        (session_id, role, content, timestamp, request_id, position, features.to_json())).lastrowid
+        (session_id, role, content, timestamp, request_id, position, features_json(features))).lastrowid
     assert message_id is not None
     if features.speaker:
         conn.execute("INSERT OR IGNORE INTO speakers VALUES (?)", (features.speaker,))

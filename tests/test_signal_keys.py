@@ -225,12 +225,12 @@ def test_a_file_upgraded_before_the_keys_kept_nuls_is_mended(db_nul):
     11 where the features hold one; other rows are left as they are."""
     path, fresh = db_nul
     assert "s:bob\x00mallory" in fresh[1] and "e:zeta\x00omega" in fresh[1]  # populated
+    take_back(user_file(path, "u"), 10)
     conn = sqlite3.connect(user_file(path, "u"))
     conn.execute("UPDATE messages SET signal_keys = 'cut' WHERE instr(features, '\\u0000') > 0")
     conn.execute("UPDATE messages SET signal_keys = 'left' WHERE instr(features, '\\u0000') = 0")
     conn.commit()
     conn.close()
-    take_back(user_file(path, "u"), 10)
     _open_user(path)
     mended = _raw_keys(path)
     assert [mended[m] for m in fresh if "\x00" in fresh[m]] == [k for k in fresh.values() if "\x00" in k]

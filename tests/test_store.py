@@ -6,7 +6,7 @@ import sqlite3
 import threading
 
 import pytest
-from old_schema import LAST_WITH_WINDOW_ROWS, write_old_user
+from old_schema import LAST_WITH_WINDOW_ROWS, take_back, write_old_user
 from reliability_support import broken_adds, integrity, open_user
 
 from aml_retriever.analysis.sequence import request_order
@@ -325,6 +325,44 @@ def test_a_new_file_gets_the_schema_every_migration_together_makes(schema, migra
         migrated.executescript(script)
     assert schema_shape(fresh) == schema_shape(migrated)
     assert len(schema_shape(fresh)["objects"]) > 1  # control: there is a schema to compare
+
+
+def test_an_upgrade_drops_the_stored_features_and_keeps_every_message_and_answer(tmp_path):
+    """Shard migration 14: a file of schema 13 (each message's features as JSON) loses the
+    column and nothing else: every id, the id sequence past a forgotten one, the indexes, the
+    answers; a speaker is still dropped with the last message that names it."""
+    db = tmp_path / "aml.db"
+    service = MemoryService.open(str(db))
+    add(service, "u", "r1", "Ana: I moved to Lisbon in May 2023.", "Ben: 12 cats, quite a lot!",
+        "Cyd: Lisbon is lovely in May.", "Ana: And the cats?")
+    service.forget("u", [2], "forget")  # Ben's only message
+    question = SearchRequest("Lisbon cats May", "u", 10, (), None)
+    before = service.search(question)["data"]
+    path = service.store.shard_path("u")
+    service.close()
+    take_back(path, 13)
+    old = open_user(db, "u")
+    assert "features" in [row[1] for row in old.execute("PRAGMA table_info(messages)")]  # control
+    indexes = old.execute("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY 1").fetchall()
+    old.close()
+    service = MemoryService.open(str(db))
+    try:
+        assert service.search(question)["data"] == before
+        conn = open_user(db, "u")
+        assert "features" not in [row[1] for row in conn.execute("PRAGMA table_info(messages)")]
+        assert conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                            "ORDER BY 1").fetchall() == indexes
+        assert conn.execute("SELECT id FROM messages ORDER BY id").fetchall() == [(1,), (3,), (4,)]
+        assert integrity(conn) == []
+        conn.close()
+        service.forget("u", [3], "forget")  # Cyd's only message: Cyd goes, Ana stays
+        add(service, "u", "r2", "Dee: hello")
+        conn = open_user(db, "u")
+        assert conn.execute("SELECT speaker FROM speakers ORDER BY 1").fetchall() == [("ana",), ("dee",)]
+        assert conn.execute("SELECT max(id) FROM messages").fetchone() == (5,)  # 2 and 3 unused
+        conn.close()
+    finally:
+        service.close()
 
 
 def test_the_upgrade_keeps_the_id_sequence_so_a_forgotten_id_is_never_reused(tmp_path):

@@ -1,5 +1,6 @@
-"""What a message carries beyond its words, extracted once at Add time and stored with it:
-speaker, named entities, numbers, resolved dates, and whether it states an update.
+"""What a message carries beyond its words, extracted once at Add time: speaker, named entities,
+numbers, resolved dates, and whether it states an update. An Add stores them as a Search reads
+them, beside the message: its marks (bits), its signal keys and the dates a reader is told.
 
 The same extractors read a query (see query.py), so a question and its evidence are compared in
 one vocabulary. All pure functions.
@@ -60,7 +61,8 @@ _UPDATE_WORDS = frozenset({"relocated", "now", "currently", "changed", "switched
 _UPDATE_PHRASES = ("moved to", "moving to", "no longer", "any more", "these days", "new job")
 
 
-# The stored array's fields at their defaults (see Features.to_json).
+# The fields of the JSON array schemas 1 to 13 stored with each message, at their defaults
+# (`from_json`: migrations 7 and 11 read them; migration 14 dropped the column).
 _DEFAULTS: list[Any] = ["", [], [], [], 0]
 # How each kind of signal key begins (Features.keys). A message's keys are stored with it, each
 # between newlines (`keys_text`), and a Search looks the question's keys up in them (`needle`).
@@ -82,22 +84,12 @@ class Features:
     dates: tuple[str, ...] = ()
     update: bool = False
     # The dates whose day a reader must be told (dates.TOLD_KINDS), as (written, kind, date):
-    # stored apart from the rest (`told_json`), for the reader's view; not in `to_json`, nor
-    # compared (features read back from JSON equal those extracted).
+    # stored apart from the rest (`told_json`), for the reader's view; not in the JSON schemas up
+    # to 13 stored, nor compared (features read back from that JSON equal those extracted).
     told: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
     # The names it gives the other side or its own speaker (speakers.mentions): stored apart,
     # by the speakers' tables (storage/speakers.py).
     mentions: tuple[Mention, ...] = field(default=(), compare=False)
-
-    def to_json(self) -> str:
-        """A JSON array in field order, `[speaker, entities, numbers, dates, update]`, without
-        the trailing fields left at their defaults: it is stored with every message, and most
-        messages have no dates, no update and no speaker, so most arrays are short."""
-        fields = [self.speaker, list(self.entities), list(self.numbers), list(self.dates),
-                  int(self.update)]
-        while fields and not fields[-1]:
-            fields.pop()
-        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
     def keys(self) -> list[str]:
         """Its signal keys, each once: its names, numbers and dates, and its speaker."""
@@ -123,8 +115,9 @@ class Features:
 
     @classmethod
     def from_json(cls, text: str) -> Features:
-        """Reads both the array and the object form (stores written before the array form keep
-        their rows until a reindex)."""
+        """Features as schemas up to 13 stored them, for the migrations that derive from them: a
+        JSON array in field order, `[speaker, entities, numbers, dates, update]`, without the
+        trailing fields at their defaults, or the JSON object of stores older still."""
         data = json.loads(text)
         if isinstance(data, dict):
             return cls(data.get("speaker", ""), tuple(data.get("entities", ())),

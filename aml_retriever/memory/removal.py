@@ -4,13 +4,12 @@ deletion and the mover (cluster/mover.py) share."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aml_retriever.analysis.features import Features
+from aml_retriever.analysis.features import SPEAKER_KEY, needle, speaker_of
 from aml_retriever.analysis.tokenizer import index_text
 from aml_retriever.common.errors import ErasurePending, StorageFull, UserStoreDamaged
 from aml_retriever.memory.derived import empty_indexes, rebuild_views
@@ -98,15 +97,16 @@ class Removal(Part):
         """Remove the messages, leave a tombstone for each statement among them (a text hash,
         never the text), make current again what they had replaced, and log the removal."""
         marks = ",".join("?" * len(message_ids))
-        rows = conn.execute(f"SELECT id, session_id, content, features, fingerprint, "
-                            f"superseded_by, role FROM messages WHERE id IN ({marks}) ORDER BY id",
+        rows = conn.execute(f"SELECT id, session_id, content, fingerprint, superseded_by, role "
+                            f"FROM messages WHERE id IN ({marks}) ORDER BY id",
                             list(message_ids)).fetchall()
         if not rows:
             return []
         removed_ms = int(time.time() * 1000)
-        speakers.forget(conn, [(row[0], row[6], speaks_in_text(row[6], Features.from_json(row[3]).speaker))
+        said_by = {row[0]: speaker_of(row[5], row[2])[0] for row in rows}  # as extract reads it
+        speakers.forget(conn, [(row[0], row[5], speaks_in_text(row[5], said_by[row[0]]))
                                for row in rows])
-        for message_id, _, content, _, fingerprint, successor, _ in rows:
+        for message_id, _, content, fingerprint, successor, _ in rows:
             terms = index_text(content)
             conn.execute("INSERT INTO message_index (message_index, rowid, words, grams) "
                          "VALUES ('delete', ?, ?, ?)", (message_id, terms.words, terms.grams))
@@ -133,7 +133,7 @@ class Removal(Part):
                          "?1 < first_message_id + stored AND NOT EXISTS (SELECT 1 FROM messages "
                          "WHERE id BETWEEN first_message_id AND first_message_id + stored - 1)",
                          [(row[0],) for row in rows])
-        self._forget_speakers(conn, {Features.from_json(row[3]).speaker for row in rows} - {""})
+        self._forget_speakers(conn, set(said_by.values()) - {""})
         sessions = sorted({row[1] for row in rows})
         self._refresh_sessions(conn, sessions)
         rebuild_views(conn, self.retrieval, sessions)
@@ -141,14 +141,10 @@ class Removal(Part):
 
     @staticmethod
     def _forget_speakers(conn: sqlite3.Connection, speakers: set[str]) -> None:
-        """Drop the speakers no remaining message names (a speaker's name is read from content).
-        A text search for the name as the features JSON writes it narrows the rows; the parsed
-        features decide, so the stored JSON layout does not matter here."""
+        """Drop the speakers no remaining message names, found by its speaker's key."""
         for speaker in speakers:
-            written = json.dumps(speaker, ensure_ascii=False)[1:-1]
-            rows = conn.execute("SELECT features FROM messages WHERE instr(features, ?) > 0",
-                                (written,))
-            if not any(Features.from_json(features).speaker == speaker for (features,) in rows):
+            if conn.execute("SELECT 1 FROM messages WHERE instr(signal_keys, ?) > 0 LIMIT 1",
+                            (needle(SPEAKER_KEY + speaker),)).fetchone() is None:
                 conn.execute("DELETE FROM speakers WHERE speaker = ?", (speaker,))
 
     @staticmethod

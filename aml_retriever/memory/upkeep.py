@@ -20,7 +20,7 @@ class Upkeep(Part):
     """Reindexing and counting every user file of the store."""
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        """Rebuild every derived row (features, signal keys and marks, token counts, index rows,
+        """Rebuild every derived row (signal keys and marks, told dates, token counts, index rows,
         links, segments) of every user from the original messages, one transaction per user,
         for the current settings; and rewrite a file made with another page size with the
         current one (pages.py: `resized`)."""
@@ -51,10 +51,9 @@ class Upkeep(Part):
             features = extract(role, content, timestamp)
             recorder.count(role, speakers.speaks_in_text(role, features.speaker))
             said.setdefault(session_id, {})[message_id] = features.mentions
-            conn.execute("UPDATE messages SET features = ?, tokens = ?, marks = ?, signal_keys = ?, "
-                         "told = ? WHERE id = ?",
-                         (features.to_json(), pieces(content), features.marks,
-                          features.keys_text(), features.told_json(), message_id))
+            conn.execute("UPDATE messages SET tokens = ?, marks = ?, signal_keys = ?, told = ? "
+                         "WHERE id = ?", (pieces(content), features.marks, features.keys_text(),
+                                          features.told_json(), message_id))
             index_message(conn, message_id, content, features)
         rebuild_views(conn, self.retrieval, sorted(said))
         # A name addressed is given to the side that spoke before, in each session's

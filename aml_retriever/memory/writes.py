@@ -102,14 +102,14 @@ class Writes(Part):
             moved |= place.next_id is not None
             message_id = conn.execute(
                 "INSERT INTO messages (session_id, role, content, timestamp_ms, timestamp_assigned, "
-                "segment_id, features, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
+                "segment_id, prev_id, next_id, recorded_ms, valid_ms, origin, trust, "
                 "fingerprint, tokens, marks, signal_keys, told, said) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (request.session_id, message.role, message.content, timestamp,
-                 int(message.timestamp_ms is None), place.segment_id, features.to_json(),
-                 place.prev_id, place.next_id, received_ms, stamp.valid_ms, stamp.origin,
-                 stamp.trust, stamp.fingerprint, pieces(message.content),
-                 features.marks, features.keys_text(), features.told_json(), said)).lastrowid or 0
+                 int(message.timestamp_ms is None), place.segment_id, place.prev_id,
+                 place.next_id, received_ms, stamp.valid_ms, stamp.origin, stamp.trust,
+                 stamp.fingerprint, pieces(message.content), features.marks,
+                 features.keys_text(), features.told_json(), said)).lastrowid or 0
             views.placed(message_id, place)
             index_message(conn, message_id, message.content, features)
             speakers.count(message.role, speaks_in_text(message.role, features.speaker))

@@ -45,6 +45,9 @@ CATALOG_MIGRATIONS: tuple[str, ...] = (
     _DELETIONS,
 )
 
+# Each message's features as JSON (features.Features), extracted at Add time, from migration 1
+# to 13.
+_FEATURES_COLUMN = "    features TEXT NOT NULL,\n"
 # The messages table as migration 4 made it (migration 5 adds the lifecycle columns at its end).
 _MESSAGES_V4 = """
 -- Every original message, byte for byte. The id is the arrival order and is never reused
@@ -57,15 +60,15 @@ CREATE TABLE messages (
     timestamp_ms INTEGER NOT NULL,
     timestamp_assigned INTEGER NOT NULL,  -- 1 when the Add gave none and receive time was used
     segment_id INTEGER,                   -- the session segment (views.id) it belongs to
-    features TEXT NOT NULL,               -- JSON of features.Features, extracted at Add time
+""" + _FEATURES_COLUMN + """\
     -- Its neighbours in its session's conversation order (timestamp, then arrival), NULL at the
     -- session's ends: a Search reads the windows around a hit along them (views.py).
     prev_id INTEGER,
     next_id INTEGER
 );"""
-# The messages table as it is now: schema 4's, with the lifecycle columns migration 5 added and
-# the token estimate migration 6 added.
-_MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
+# The messages table as it is now: schema 4's without its features (migration 14), with the
+# columns migrations 5 to 12 added at its end.
+_MESSAGES_TABLE = _MESSAGES_V4.replace(_FEATURES_COLUMN, "").removesuffix(");") + """,
     -- The lifecycle (lifecycle.py). When the store took it: the record time `as_of` reads by.
     recorded_ms INTEGER NOT NULL DEFAULT 0,
     valid_ms INTEGER,                     -- when it became true, when not its timestamp
@@ -94,6 +97,10 @@ _MESSAGES_TABLE = _MESSAGES_V4.removesuffix(");") + """,
     -- different Adds: a conversation's order is (timestamp_ms, said, id), never arrival alone.
     said INTEGER NOT NULL DEFAULT 0
 );"""
+# The columns of the messages table as it is now, in order.
+_MESSAGE_COLUMNS = ("id, session_id, role, content, timestamp_ms, timestamp_assigned, segment_id, "
+                    "prev_id, next_id, recorded_ms, valid_ms, retired_ms, superseded_by, origin, "
+                    "trust, fingerprint, tokens, marks, signal_keys, told, said")
 # The conversation order of a session across Adds: (timestamp, arrival), as migration 1 made it.
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
 # Since migration 10 the same order carries what the answer window reads of each message (its
@@ -170,14 +177,17 @@ CREATE TRIGGER audit_refuses_deletes BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 """
 
-# What the lifecycle adds beside the messages (SHARD_SCHEMA and migration 5 make them alike).
-_LIFECYCLE = """
+# What the lifecycle adds beside the messages (SHARD_SCHEMA and migration 5 make them alike):
+# its indexes of the messages, and its tables.
+_LIFECYCLE_INDEXES = """
 -- A statement by its keyed text hash: replays and tombstones are found here, not by scanning.
 CREATE INDEX messages_by_fingerprint ON messages (fingerprint) WHERE fingerprint IS NOT NULL;
 -- What a default read must leave out (replaced or unconfirmed statements): usually nothing, and
 -- this index answers "is there any?" without reading the messages.
 CREATE INDEX messages_withheld ON messages (id, retired_ms, trust)
     WHERE retired_ms IS NOT NULL OR trust != 'confirmed';
+"""
+_LIFECYCLE = _LIFECYCLE_INDEXES + """
 
 -- A forgotten or rejected statement leaves its keyed text hash (never its text), so remembering
 -- it again is refused unless the caller says it is intended.
@@ -477,4 +487,17 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     DELETE FROM speaker_mentions;
     DELETE FROM speaker_names;
     """,
+    # 14: a message's features are no longer stored. A Search reads what it needs of them from
+    # its marks and signal keys (migration 7), and removing a message reads its speaker from its
+    # text: the JSON said the same again, 31 of the 608 bytes a 1k-message user's message takes
+    # (docs/BENCHMARKS.md). The table is copied into its new shape as migration 4 copied it
+    # (every id and the id sequence kept), and its indexes made again.
+    f"""
+{_MESSAGES_TABLE.replace("CREATE TABLE messages (", "CREATE TABLE messages_v14 (")}
+    INSERT INTO messages_v14 ({_MESSAGE_COLUMNS}) SELECT {_MESSAGE_COLUMNS} FROM messages;
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v14';
+    UPDATE sqlite_sequence SET name = 'messages_v14' WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v14 RENAME TO messages;
+    """ + _LIFECYCLE_INDEXES + _LINKS_INDEX + _MESSAGES_BY_SESSION_OUTLINED,
 )
