@@ -193,13 +193,12 @@ def _ascii_names(text: str) -> list[str]:
     return found
 
 
-def numbers_of(text: str, words: list[str] | None = None) -> tuple[str, ...]:
-    r"""Numbers written in digits (1,000 -> 1000) then in words up to twenty, in text order.
-    `words`: an ASCII text's lowercase words (`\w` runs), when the caller has them."""
+def numbers_of(text: str, lowered: str | None = None) -> tuple[str, ...]:
+    """Numbers written in digits (1,000 -> 1000) then in words up to twenty, in text order.
+    `lowered`: the text in lowercase, when the caller has it."""
     if text.isascii():
-        if words is None:
-            words = ascii_words(text.lower())
-        return tuple(dict.fromkeys(_ascii_digits(text) + _ascii_number_words(words)))
+        return tuple(dict.fromkeys(_ascii_digits(text) + _ascii_number_words(
+            text.lower() if lowered is None else lowered)))
     return tuple(dict.fromkeys(_digits(text) + _number_words(text.lower())))
 
 
@@ -216,15 +215,11 @@ def _number_words(lowered: str) -> list[str]:
     return [NUMBER_WORDS[w] for w in _NUMBER_WORD.findall(lowered)]
 
 
-def _ascii_number_words(words: list[str]) -> list[str]:
-    r"""`_number_words` of ASCII text, from its `\w` runs: their runs of letters that are
-    number words (a run holding digits or an underscore is cut at them)."""
-    found = []
-    for word in words:
-        for run in (word,) if word.isalpha() else word.translate(_BETWEEN_LETTERS).split():
-            if run in NUMBER_WORDS:
-                found.append(NUMBER_WORDS[run])
-    return found
+def _ascii_number_words(lowered: str) -> list[str]:
+    """`_number_words` of lowercase ASCII text: its runs of letters that are number words, the
+    runs cut at C speed (word by word in Python, 118 us of a BEAM dev message's 430)."""
+    return [NUMBER_WORDS[run] for run in lowered.translate(_BETWEEN_LETTERS).split()
+            if run in NUMBER_WORDS]
 
 
 def states_update(text: str) -> bool:
@@ -261,7 +256,7 @@ def extract(role: str, content: str, timestamp_ms: int | None) -> Features:
     words = ascii_words(lowered)
     distinct = frozenset(words)
     dated = date_mentions(body, timestamp_ms, distinct)
-    return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body, words),
+    return Features(speaker=speaker, entities=entities_of(body), numbers=numbers_of(body, lowered),
                     dates=_values(dated), update=_ascii_states_update(body, lowered, words),
                     told=told_of(body, dated), mentions=mentions(body, distinct))
 
