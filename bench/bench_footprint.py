@@ -133,15 +133,15 @@ def table_breakdown(file: Path) -> dict[str, Any]:
     try:
         rows = conn.execute("SELECT name, count(*), sum(pgsize), sum(payload) FROM dbstat "
                             "GROUP BY name ORDER BY 3 DESC, 1").fetchall()
-        messages, content, features = conn.execute(
+        messages, content, keys = conn.execute(
             "SELECT count(*), sum(length(CAST(content AS BLOB))), "
-            "sum(length(CAST(features AS BLOB))) FROM messages").fetchone()
+            "sum(length(CAST(signal_keys AS BLOB))) FROM messages").fetchone()
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         freelist = conn.execute("PRAGMA freelist_count").fetchone()[0]
     finally:
         conn.close()
     return {"file_bytes": file.stat().st_size, "messages": messages, "content_bytes": content,
-            "features_bytes": features, "page_size": page_size, "free_pages": freelist,
+            "signal_keys_bytes": keys, "page_size": page_size, "free_pages": freelist,
             "tables": [{"name": n, "pages": pages, "bytes": size, "payload": payload}
                        for n, pages, size, payload in rows]}
 
@@ -329,7 +329,7 @@ def markdown(report: dict[str, Any]) -> str:
     t = report["breakdown"]
     lines += ["", f"## Where the bytes go: one user of {t['messages']:,} messages (dbstat)", "",
               f"File {t['file_bytes']:,} bytes ({t['file_bytes'] / t['messages']:,.0f} a message); "
-              f"content {t['content_bytes']:,} bytes, features JSON {t['features_bytes']:,} bytes; "
+              f"content {t['content_bytes']:,} bytes, signal keys {t['signal_keys_bytes']:,} bytes; "
               f"page size {t['page_size']:,}, {t['free_pages']} free pages.", "",
               "| table or index | pages | bytes | bytes / message | share of file | payload bytes |",
               "|---|---:|---:|---:|---:|---:|"]
