@@ -131,6 +131,10 @@ def footprint_rows(r: dict[str, Any]) -> list[Row]:
                      f"{s['ratio']:.2f}x ({s['bytes_per_message']:,.0f} vs "
                      f"{s['content_per_message']:,.0f} bytes a message)",
                      _verdict(s["passed_bytes"])))
+    one = r["one_message"]
+    rows.append(("a user of one short message <= 64 KiB on disk",
+                 f"{one['bytes']:,} bytes ({one['pages']} pages of {one['page_size']:,})",
+                 _verdict(one["passed"])))
     for s in r["sizes"]:
         m = s["server"]
         rows.append((f"server RSS <= {p['max_rss_mb']:g} MB serving {s['messages']:,} messages "
