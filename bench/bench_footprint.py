@@ -22,8 +22,8 @@ how big the files it has open are:
    connections), so a store of many users costs both paths the same file opens.
 4. Server memory: the real server (`python3 -m aml_retriever serve`, default settings) over the
    store (its user files linked into a scratch store, so the shared one is never written), idle
-   and then after `--rss-requests` requests from 16 keep-alive clients (every worker thread busy,
-   so the pool of idle connections fills): Searches spread over all users and 10% Adds to
+   and then after `--rss-requests` requests from 16 keep-alive clients (every worker busy and
+   more waiting, so the pool of idle connections fills): Searches spread over all users and 10% Adds to
    new users. VmRSS and VmHWM (the peak) from /proc; the target is a peak of at most 200 MB.
 
 Why
@@ -31,9 +31,11 @@ Why
 Peers scan every row of a user on every query; this service answers from per-user indexes, and
 must show that neither the disk nor the memory it takes for that grows out of proportion: bytes
 per message stay flat with the store, Search time depends on the user, not the store, and the
-server's memory is bounded by its connection caches, not by the data. That bound is about
-workers x connections per thread (16) x the smaller of a user's file and SQLite's page cache per
-connection (2 MB by default), so stores of big users are measured too.
+server's memory is bounded by its connection caches and its held state, not by the data. That
+bound is about the pool's idle connections (64) x the smaller of a user's file and SQLite's page
+cache per connection (2 MB by default), plus the held budget (`--held-megabytes`, 64 MiB by
+default), so stores of big users are measured too (docs/BENCHMARKS.md splits the peak kind by
+kind).
 
 Usage
 -----
@@ -99,7 +101,7 @@ FLOOR_SQL = ("SELECT rowid, bm25(message_index) FROM message_index WHERE message
              "ORDER BY rank LIMIT ?")
 QUERY_SOURCE_MESSAGES = 100  # questions come from each user's first messages (a cheap prefix)
 QUERIES_PER_USER = 5
-RSS_CLIENTS = 16  # the server's default worker count: every worker's cache fills
+RSS_CLIENTS = 16  # more than the server's 4 workers: every one busy, the connection pool fills
 RSS_ADD_SHARE = 0.1
 # The smallest user file's target (issue 44): every table and index takes a page at least, so
 # a user of one short message costs its schema and small tables.
