@@ -24,7 +24,7 @@ from aml_retriever.storage.migrations import (
     SHARD_SCHEMA,
     signal_keys_of,
 )
-from aml_retriever.storage.pages import USER_PAGE_SIZE
+from aml_retriever.storage.pages import COMPACT_FREE_SHARE, USER_PAGE_SIZE, compact
 from aml_retriever.storage.store import Store
 
 
@@ -365,6 +365,69 @@ def test_an_upgrade_drops_the_stored_features_and_keeps_every_message_and_answer
         service.close()
 
 
+def test_reindex_compacts_the_pages_an_upgrade_left_free_and_only_those(tmp_path):
+    """Migration 14 copies the messages table, and the old copy's pages stay free in the file:
+    `reindex` gives them back (`compacted`), keeping every message and answer; a file with few
+    free pages is left as it is."""
+    db = tmp_path / "aml.db"
+    service = MemoryService.open(str(db))
+    for request in range(8):
+        add(service, "u", f"r{request}", *(f"Message {request}-{n}: the lighthouse keeper wrote "
+                                           f"about storms, gulls and {n} lanterns." for n in range(40)))
+    add(service, "small", "r1", "Hello from a small user.")
+    question = SearchRequest("lighthouse lanterns storms", "u", 10, (), None)
+    before = service.search(question)["data"]
+    path = service.store.shard_path("u")
+    service.close()
+    take_back(path, 13)
+    service = MemoryService.open(str(db))
+    assert service.search(question)["data"] == before  # the upgrade
+    service.close()
+
+    def pages() -> tuple[int, int]:
+        conn = open_user(db, "u")
+        try:
+            return (conn.execute("PRAGMA page_count").fetchone()[0],
+                    conn.execute("PRAGMA freelist_count").fetchone()[0])
+        finally:
+            conn.close()
+
+    upgraded, free = pages()
+    assert free >= upgraded * COMPACT_FREE_SHARE  # control: the upgrade left them
+    service = MemoryService(Store(str(db), reindexing=True))
+    try:
+        assert service.reindex() == {"users": 2, "messages": 321, "resized": 0, "compacted": 1}
+        assert service.search(question)["data"] == before
+    finally:
+        service.close()
+    compacted, free = pages()
+    assert free == 0 and compacted < upgraded * (1 - COMPACT_FREE_SHARE)
+    service = MemoryService(Store(str(db), reindexing=True))
+    try:  # nothing left to give back
+        assert service.reindex() == {"users": 2, "messages": 321, "resized": 0, "compacted": 0}
+    finally:
+        service.close()
+    conn = open_user(db, "u")
+    assert integrity(conn) == []
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+@pytest.mark.parametrize(("deleted", "compacted"), [(0.10, False), (0.40, True)])
+def test_a_file_is_compacted_only_when_a_quarter_of_it_is_free(tmp_path, deleted, compacted):
+    conn = sqlite3.connect(tmp_path / "user.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB)")
+    conn.executemany("INSERT INTO rows (body) VALUES (?)", [(bytes(1500),) for _ in range(200)])
+    conn.execute("DELETE FROM rows WHERE id <= ?", (int(200 * deleted),))
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    assert free > 0  # control: some pages are free either way
+    assert compact(conn) is compacted
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == (0 if compacted else free)
+    assert conn.execute("SELECT count(*) FROM rows").fetchone()[0] == 200 - int(200 * deleted)
+    conn.close()
+
+
 def test_the_upgrade_keeps_the_id_sequence_so_a_forgotten_id_is_never_reused(tmp_path):
     db = tmp_path / "aml.db"
     write_old_user(db, "alice", LAST_WITH_WINDOW_ROWS, OLD_ADDS[:1])
@@ -406,7 +469,7 @@ def test_a_new_user_file_has_small_pages_and_one_made_before_keeps_its_own(tmp_p
     assert pages == {"one": USER_PAGE_SIZE, "older": 4096}
     assert one.stat().st_size <= 64 * 1024
     service = MemoryService(Store(path, reindexing=True))  # reindex rewrites the older file
-    assert service.reindex() == {"users": 2, "messages": 2, "resized": 1}
+    assert service.reindex() == {"users": 2, "messages": 2, "resized": 1, "compacted": 0}
     found = service.search(SearchRequest("older file", "older", 10, (), None))["data"]
     service.close()
     assert [item["content"] for item in found] == ["Hello again from the older file."]

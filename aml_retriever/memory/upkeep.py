@@ -23,8 +23,9 @@ class Upkeep(Part):
         """Rebuild every derived row (signal keys and marks, told dates, token counts, index rows,
         links, segments) of every user from the original messages, one transaction per user,
         for the current settings; and rewrite a file made with another page size with the
-        current one (pages.py: `resized`)."""
-        users = messages = resized = 0
+        current one, or one much of which is free pages without them (pages.py: `resized`,
+        `compacted`)."""
+        users = messages = resized = compacted = 0
         paths = self.store.shard_paths()
         for done, path in enumerate(paths, 1):
             with self.store.connection_at(path) as conn:
@@ -33,11 +34,14 @@ class Upkeep(Part):
                         messages += self._rebuild(conn)
                         self.store.record_index_identity(conn)
                     users += 1
-                    resized += pages.resize(conn)
+                    if pages.resize(conn):
+                        resized += 1
+                    else:
+                        compacted += pages.compact(conn)
             if progress:
                 progress(done, len(paths))
         self.store.record_index_identity()
-        return {"users": users, "messages": messages, "resized": resized}
+        return {"users": users, "messages": messages, "resized": resized, "compacted": compacted}
 
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         conn.execute("DELETE FROM speakers")
