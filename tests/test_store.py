@@ -16,9 +16,11 @@ from aml_retriever.memory.service import MemoryService
 from aml_retriever.memory.validation import AddRequest, Message, SearchRequest
 from aml_retriever.storage import catalog, pool
 from aml_retriever.storage.migrations import (
+    _MESSAGES_V14,
     CATALOG_MIGRATIONS,
     CATALOG_SCHEMA,
     KEYS_FUNCTION,
+    MESSAGE_COLUMNS_V14,
     ORDER_FUNCTION,
     SHARD_MIGRATIONS,
     SHARD_SCHEMA,
@@ -363,6 +365,15 @@ def test_an_upgrade_drops_the_stored_features_and_keeps_every_message_and_answer
         conn.close()
     finally:
         service.close()
+
+
+def test_migration_14_copies_every_column_of_the_table_it_makes():
+    """A column its copy left out would be filled with its default in every upgraded file."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(_MESSAGES_V14)
+    assert [row[1] for row in conn.execute("PRAGMA table_info(messages)")] == \
+        MESSAGE_COLUMNS_V14.split(", ")
+    conn.close()
 
 
 def test_reindex_compacts_the_pages_an_upgrade_left_free_and_only_those(tmp_path):

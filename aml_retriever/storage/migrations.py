@@ -66,9 +66,10 @@ CREATE TABLE messages (
     prev_id INTEGER,
     next_id INTEGER
 );"""
-# The messages table as it is now: schema 4's without its features (migration 14), with the
-# columns migrations 5 to 12 added at its end.
-_MESSAGES_TABLE = _MESSAGES_V4.replace(_FEATURES_COLUMN, "").removesuffix(");") + """,
+# The messages table as migration 14 made it: schema 4's without its features, with the columns
+# migrations 5 to 12 added at its end. Migration 14 copies the table into this shape, so it stays
+# as it is: a later migration that adds a column adds it to _MESSAGES_TABLE, not here.
+_MESSAGES_V14 = _MESSAGES_V4.replace(_FEATURES_COLUMN, "").removesuffix(");") + """,
     -- The lifecycle (lifecycle.py). When the store took it: the record time `as_of` reads by.
     recorded_ms INTEGER NOT NULL DEFAULT 0,
     valid_ms INTEGER,                     -- when it became true, when not its timestamp
@@ -97,10 +98,13 @@ _MESSAGES_TABLE = _MESSAGES_V4.replace(_FEATURES_COLUMN, "").removesuffix(");") 
     -- different Adds: a conversation's order is (timestamp_ms, said, id), never arrival alone.
     said INTEGER NOT NULL DEFAULT 0
 );"""
-# The columns of the messages table as it is now, in order.
-_MESSAGE_COLUMNS = ("id, session_id, role, content, timestamp_ms, timestamp_assigned, segment_id, "
-                    "prev_id, next_id, recorded_ms, valid_ms, retired_ms, superseded_by, origin, "
-                    "trust, fingerprint, tokens, marks, signal_keys, told, said")
+# The messages table as it is now.
+_MESSAGES_TABLE = _MESSAGES_V14
+# The columns of _MESSAGES_V14, in order: what migration 14 copies.
+MESSAGE_COLUMNS_V14 = ("id, session_id, role, content, timestamp_ms, timestamp_assigned, "
+                       "segment_id, prev_id, next_id, recorded_ms, valid_ms, retired_ms, "
+                       "superseded_by, origin, trust, fingerprint, tokens, marks, signal_keys, "
+                       "told, said")
 # The conversation order of a session across Adds: (timestamp, arrival), as migration 1 made it.
 _MESSAGES_BY_SESSION = "CREATE INDEX messages_by_session ON messages (session_id, timestamp_ms, id);"
 # Since migration 10 the same order carries what the answer window reads of each message (its
@@ -493,8 +497,8 @@ SHARD_MIGRATIONS: tuple[str, ...] = (
     # (docs/BENCHMARKS.md). The table is copied into its new shape as migration 4 copied it
     # (every id and the id sequence kept), and its indexes made again.
     f"""
-{_MESSAGES_TABLE.replace("CREATE TABLE messages (", "CREATE TABLE messages_v14 (")}
-    INSERT INTO messages_v14 ({_MESSAGE_COLUMNS}) SELECT {_MESSAGE_COLUMNS} FROM messages;
+{_MESSAGES_V14.replace("CREATE TABLE messages (", "CREATE TABLE messages_v14 (")}
+    INSERT INTO messages_v14 ({MESSAGE_COLUMNS_V14}) SELECT {MESSAGE_COLUMNS_V14} FROM messages;
     DELETE FROM sqlite_sequence WHERE name = 'messages_v14';
     UPDATE sqlite_sequence SET name = 'messages_v14' WHERE name = 'messages';
     DROP TABLE messages;
